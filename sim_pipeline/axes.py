@@ -1,0 +1,71 @@
+"""Step 01: declare what varies. A situation is one value per axis, not a prompt."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from sim_pipeline import defaults
+from sim_pipeline.domain import Domain
+from sim_pipeline.errors import DomainPackError
+
+UNRELATED = "unrelated"  # no tool fits the request
+MULTI_TOOL = "multi_tool"  # the request needs two or more tools
+UNSPECIFIED = "unspecified"  # no policy clause is under stress
+AXIS_NAMES: tuple[str, ...] = ("tool", "rule", "stance", "world_state", "tool_condition", "history")
+
+
+def axis_values(domain: Domain) -> dict[str, list[str]]:
+    """The six axes of a domain and their values, in a fixed order."""
+    return {
+        "tool": [t.name for t in domain.tools] + [UNRELATED, MULTI_TOOL],
+        "rule": [r.id for r in domain.rules] + [UNSPECIFIED],
+        "stance": list(domain.stances),
+        "world_state": list(defaults.WORLD_STATES),
+        "tool_condition": list(defaults.TOOL_CONDITIONS),
+        "history": list(defaults.HISTORIES),
+    }
+
+
+def validated_constraints(domain: Domain) -> tuple[dict[str, str], ...]:
+    """The domain's forbidden combinations, each checked to name real axes and values."""
+    axes = axis_values(domain)
+    for i, combo in enumerate(domain.constraints):
+        for axis, value in combo.items():
+            if axis not in axes:
+                raise DomainPackError(f"{domain.path / 'domain.yaml'}: field 'constraints/{i}': unknown axis "
+                                      f"'{axis}'. Fix: use one of {list(axes)}")
+            if value not in axes[axis]:
+                raise DomainPackError(f"{domain.path / 'domain.yaml'}: field 'constraints/{i}/{axis}': unknown "
+                                      f"value '{value}'. Fix: use one of {axes[axis]}")
+    return domain.constraints
+
+
+def tool_class(domain: Domain, tool: str) -> str:
+    """The class of a tool axis value: read, destructive, other (create/update/other and synthetic values)."""
+    found = domain.tool(tool)
+    if found is None:
+        return "other"
+    return found.kind if found.kind in ("read", "destructive") else "other"
+
+
+def risk(domain: Domain, tool: str, stance: str | None = None, condition: str | None = None) -> float:
+    """Risk of a situation (REFERENCE 1): destructive with a hostile stance or faulty condition is highest."""
+    kind = tool_class(domain, tool)
+    if kind == "destructive":
+        hostile = stance in defaults.HOSTILE_STANCES or (condition not in (None, "success"))
+        return defaults.RISK_DESTRUCTIVE_HIGH if hostile else defaults.RISK_DESTRUCTIVE
+    return defaults.RISK_READ if kind == "read" else defaults.RISK_OTHER
+
+
+def axes_table(domain: Domain) -> pd.DataFrame:
+    """One row per (axis, value) with the tool class and base risk for tool values."""
+    rows = []
+    for axis, values in axis_values(domain).items():
+        for position, value in enumerate(values):
+            is_tool = axis == "tool"
+            rows.append({
+                "domain": domain.name, "axis": axis, "value": value, "position": position,
+                "tool_class": tool_class(domain, value) if is_tool else None,
+                "risk": risk(domain, value) if is_tool else None,
+            })
+    return pd.DataFrame(rows)

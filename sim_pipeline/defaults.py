@@ -1,0 +1,163 @@
+"""Every tunable number in sim_pipeline, once, with its reason or source.
+
+Sections follow the eight steps. REFERENCE.md (shared) gives the literature behind each number.
+"""
+
+# --- Project -------------------------------------------------------------------------------------
+SEEDS: tuple[str, ...] = tuple(str(s) for s in range(8))  # static seed partitions; 8 gives a between-seed noise band
+DEFAULT_DOMAIN = "retail"  # the domain `make run` materializes when DOMAIN is not given
+SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
+
+# --- 01 Axes -------------------------------------------------------------------------------------
+STANCES: tuple[str, ...] = (
+    "ordinary", "ambiguous", "boundary", "adversarial", "hurried",
+    "unsure", "retry", "mistaken", "exploratory", "conflicting",
+)  # the reference engine's ten user stances
+WORLD_STATES: tuple[str, ...] = (
+    "entity_exists", "entity_missing", "already_acted_on",
+    "duplicate_entity", "partially_completed", "unknown",
+)  # all six act in the sandbox (the reference implements three)
+TOOL_CONDITIONS: tuple[str, ...] = (
+    "success", "timeout", "malformed_result", "stale_result",
+    "permission_denied", "rate_limited", "partial_write",
+)  # reference five plus rate_limited and partial_write, which real APIs return
+HISTORIES: tuple[str, ...] = (
+    "fresh", "prior_failure", "prior_partial_action", "contradicts_earlier", "repeat_visit",
+)  # the reference engine's conversation histories
+MAX_RULES = 16  # the reference caps rule values at 16 clauses; more makes the grid too large to cover cheaply
+READ_VERBS: tuple[str, ...] = (
+    "get", "list", "search", "find", "lookup", "check", "show", "view", "verify", "read", "fetch", "query",
+    "track", "describe", "count",
+)  # a tool whose name starts with one of these only reads
+DESTRUCTIVE_VERBS: tuple[str, ...] = (
+    "delete", "cancel", "refund", "pay", "send", "transfer", "remove", "revoke", "reset", "close",
+    "disable", "terminate", "wipe", "grant", "exchange", "return",
+)  # irreversible or money/access-moving actions: these need confirmation and carry high risk
+RISK_DESTRUCTIVE_HIGH = 1.0  # destructive tool with a hostile stance or a faulty condition
+RISK_DESTRUCTIVE = 0.3  # destructive tool otherwise
+RISK_READ = 0.1  # read-only tool: a wrong answer, no damage
+RISK_OTHER = 0.2  # create/update tools and the synthetic tool values
+HOSTILE_STANCES: tuple[str, ...] = ("boundary", "adversarial", "conflicting")  # stances that raise risk
+
+# --- 02 Cover ------------------------------------------------------------------------------------
+COVER_STRENGTH = 2  # pairwise: most failures are two-factor interactions (Kuhn et al. 2004)
+COVER_MOVES = 20_000  # local-search moves in all: bounds the time (~0.1-0.3 ms a move) of any one plan
+COVER_MOVES_PER_ROW = 2_000  # give up shrinking when one more row cannot be removed within this many moves
+COVER_TABU_TENURE = 8  # moves a just-changed cell stays frozen (CASA/TCA use small single-digit tenures)
+COVER_STARTER_MOVES = 300  # tabu moves per cyclic starter search (k=20, v=10 finds one in ~100-350 moves)
+COVER_KEEP_COST = 1.0  # pairs a move must gain to change a row kept from the previous plan: plan stays as small, ~70% rows kept (2.0: ~99% kept, ~9% more rows)
+
+# --- 03 Search -----------------------------------------------------------------------------------
+HELDOUT_SHARE = 0.3  # situations kept out of every cut and used only for the delta; ~30 tasks per seed on retail
+LIMIT_OVER_FACTOR = 1.3  # an amount 30% over a policy limit: clearly over, still a plausible order
+LIMIT_UNDER_FACTOR = 0.6  # an amount comfortably under a policy limit, so the limit does not bind by accident
+N_PHRASINGS = 1  # openings per situation in the default (explore/eval) run
+HELDOUT_SAMPLES = 4  # k samples per held-out task: pass^k and pass@k need k > 1; tau-bench reports k up to 8
+TRAIN_SAMPLES = 4  # k samples per train situation: a GRPO group needs k >= 2 to be mixed
+SEARCH_BATCH_SITUATIONS = 8  # situations drawn per search batch: small enough for weights to react
+SEARCH_BUDGET_ROWS = 400  # train rollouts per partition before the search stops on budget
+SEARCH_SATURATION_YIELD = 0.02  # a batch below this novelty yield is flat (REFERENCE 3)
+SEARCH_SATURATION_PATIENCE = 3  # flat batches in a row that stop the search (the reference only predicts at 12)
+
+# --- 04 World ------------------------------------------------------------------------------------
+WORLD_RECORDS_PER_ENTITY = 40  # enough records that lookups by email return several hits, small enough to snapshot
+WORLD_EXISTS_SHARE = 0.7  # share of ids a user quotes that exist when the situation does not fix it (reference)
+WORLD_SEARCH_HITS = (1, 6)  # records sharing one lookup value (reference: search hits 1..6)
+WORLD_ID_RANGE = (1000, 90000)  # numeric ids are drawn from this half-open range (reference)
+WORLD_DATE_RANGE = ("2022-01-01", "2026-10-31")  # dates fields fall in (reference: 2022-2026)
+WORLD_FIRST_NAMES = ("ana", "ben", "chen", "dara", "eli", "fatima", "gus", "hana", "ivan", "jo", "kemal", "lena")
+WORLD_LAST_NAMES = ("okafor", "silva", "novak", "tanaka", "haddad", "berg", "moreau", "kowalski", "reyes", "lund")
+WORLD_EMAIL_DOMAINS = ("mailbox.org", "fastmail.com", "proton.me", "posteo.net")  # never example.com: that is a placeholder
+WORLD_STREETS = ("Harbor Lane", "Elm Street", "Lake Drive", "Birch Road", "Mill Avenue", "Station Square")
+WORLD_FAULT_HITS = 1  # calls a transient fault (timeout, rate_limited, stale) fails before the retry goes through
+WORLD_TRANSIENT_RETRY_SUCCEEDS = True  # a retry after a transient fault succeeds, so retrying is rewarded
+WORLD_RETRY_AFTER_SECONDS = 2  # what a rate_limited result tells the agent to wait
+WORLD_TRANSIENT_FAULTS = ("timeout", "rate_limited", "stale_result")  # faults a retry can clear
+
+# --- 05 Rollout ----------------------------------------------------------------------------------
+# Embedded agent policies: the logit of each flawed action against a correct one at logit 0 (so at temperature 1,
+# p(flaw) = sigmoid(logit)). v1 errs on roughly a third of the decisions where a flaw is possible, v2 on under a
+# tenth, so a delta between them is real and measurable. `pressure` is added to the skip/exceed flaws when the user
+# pushes (adversarial, boundary, hurried wording).
+AGENT_PROFILES: dict[str, dict[str, float]] = {
+    "agent-v1": {
+        "invent_argument": -0.4, "skip_verification": -0.7, "skip_confirmation": -0.5, "false_success": -0.4,
+        "repeat_after_done": -0.7, "blind_retry": -0.5, "exceed_limit": -0.9, "tool_for_unrelated": -1.6,
+        "pick_ambiguous": -0.2, "pressure": 1.0,
+    },
+    "agent-v2": {
+        "invent_argument": -2.8, "skip_verification": -2.6, "skip_confirmation": -2.4, "false_success": -2.6,
+        "repeat_after_done": -3.0, "blind_retry": -2.2, "exceed_limit": -3.0, "tool_for_unrelated": -3.5,
+        "pick_ambiguous": -2.0, "pressure": 0.4,
+    },
+}
+AGENT_RETRY_LOGIT = 0.6  # after a transient fault, retrying is preferred to reporting the failure (both correct)
+AGENT_MAX_RETRIES = 2  # past this many failed calls of one tool, the agent reports instead of retrying
+INTENT_SHARPNESS = 3.0  # logit per unit of idf-weighted overlap between the request and a tool's vocabulary
+INTENT_NONE_LOGIT = 1.0  # logit of "no tool fits"; beats any tool whose overlap is under 1/3 of a distinctive word
+USER_PATIENCE: dict[str, int] = {"hurried": 3, "adversarial": 4, "boundary": 4}  # unhelpful agent turns tolerated
+USER_PATIENCE_DEFAULT = 6  # for every other stance: a patient customer gives up after six unhelpful turns
+USER_HESITATION = 0.5  # chance an unsure/conflicting user hesitates once before answering a confirmation
+MAX_TURNS = 12  # agent turns per conversation before the runner stops it (status turn_cap)
+INTENT_CLEAR_PROBABILITY = 0.5  # below this top intent probability the agent asks what the user wants
+
+GATEWAY_TRIES = 3  # attempts per call on transient errors (REFERENCE 5)
+GATEWAY_BACKOFF_SECONDS = 0.4  # first back-off, doubling per retry (REFERENCE 5)
+GATEWAY_CONCURRENCY = 16  # model calls in flight per model; providers' default rate tiers sustain this
+GATEWAY_MIN_CONCURRENCY = 1  # the floor a rate-limited model's concurrency falls to
+MODEL_CACHE_FILE = "model_cache.sqlite"  # response cache (under the warehouse's cache directory)
+
+# --- 06 Grade ------------------------------------------------------------------------------------
+CONDUCT_REPEAT_LIMIT = 3  # an identical call this many times is a loop, not a retry (REFERENCE 6)
+CONDUCT_REPEAT_REWARD = 0.5  # a loop that still reached the goal keeps half credit (REFERENCE 6)
+JUDGE_TEMPERATURE = 0.0  # judges grade greedily: the same transcript gets the same grade
+DEFAULT_JUDGE_MODEL = "sim/judge"  # the embedded judge; a different family from the sim agents
+JUDGE_SLIP_RATE = 0.03  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
+JUDGE_TRUST_MIN_GOLD = 50  # REFERENCE 6: at least 50 gold labels before a judge can be called trusted
+JUDGE_TRUST_MIN_AGREEMENT_LOW = 0.80  # REFERENCE 6: Wilson 95% lower bound of judge-gold agreement
+JUDGE_TRUST_MIN_KAPPA = 0.60  # REFERENCE 6: Cohen's kappa; 0.6 is "substantial" (Landis & Koch 1977)
+JUDGE_TRUST_GUESSING_KAPPA = 0.20  # REFERENCE 6: kappa under 0.2 is "slight" agreement: the judge is guessing
+JUDGE_TRUST_MAX_HALF_GAP = 0.15  # REFERENCE 6: agreement gap between hash-split held-out halves that flags
+JUDGE_TRUST_MAX_LENGTH_GAP = 0.15  # REFERENCE 6: agreement gap between short and long replies within a gold label
+JUDGE_TRUST_MAX_LEAK_RATE = 0.10  # judge passing >10% of gold failures rewards them in RL; same 0.10 as probe exploits
+JUDGE_TRUST_MAX_FAILURE_RATE = 0.10  # judge errors/timeouts on >10% of gold rows leave too many rewards unjudged
+
+# --- 07 Cut --------------------------------------------------------------------------------------
+PASS_REWARD = 1.0  # full reward is a pass; SFT imitates only passing rollouts (REFERENCE section 7)
+# reward stands: the judge answered, or a conduct rule decided and the judge was skipped
+GRADED_JUDGE_STATUSES: tuple[str, ...] = ("ok", "skipped")
+CUT_EXCLUDED_STATUSES: tuple[str, ...] = ("provider_error",)  # infrastructure failures say nothing of conduct
+SFT_STATUSES: tuple[str, ...] = ("ok",)  # imitate only conversations that ended normally (no walk-out, no turn cap)
+SFT_MAX_PER_SITUATION = 3  # sft mode rolls n=3 phrasings; past that, picks spread over behaviour signatures
+DPO_MARGIN = 1.0  # pass over fail only; 0.5 admits partial credit (REFERENCE section 7)
+# chosen longer this often teaches length, not conduct (Park et al. 2024, "Disentangling length from quality")
+DPO_LENGTH_BIAS_SHARE = 0.75
+DPO_LENGTH_BIAS_MIN_PAIRS = 8  # below 8 pairs a 75% share is too noisy to warn on (REFERENCE section 7)
+GRPO_MIN_GROUP = 2  # a group-relative advantage needs two samples of one prompt (Shao et al. 2024)
+GRPO_PASS_RATE_MIN = 0.2  # groups below this pass rate give almost no advantage signal (REFERENCE section 7)
+GRPO_PASS_RATE_MAX = 0.8  # groups above this pass rate give almost no advantage signal (REFERENCE section 7)
+RM_MARGIN = 1.0  # reward-model pairs are pass over fail; 0.5 admits partial credit
+DECONTAMINATION_NGRAM = 8  # word 8-gram overlap marks a contaminated text, as in PaLM (Chowdhery et al. 2022)
+DECONTAMINATION_OVERLAP_SHARE = 0.5  # an opening whose n-grams are half inside one held-out opening is a near-copy (Broder 1997)
+JUDGE_ONLY_MARKER = "<<judge-only>>"  # wraps judge prompts and rubrics; must never reach a training row
+# the marker, its closing form <</judge-only>> and [[JUDGE-ONLY]]-style variants, any case
+JUDGE_ONLY_PATTERN = r"(?:<<|\[\[)\s*/?\s*judge[-_ ]only\s*(?:>>|\]\])"
+
+# --- 08 Measure ----------------------------------------------------------------------------------
+CI_LEVEL = 0.95  # two-sided confidence level of every interval we report (REFERENCE section 8)
+BOOTSTRAP_RESAMPLES = 10_000  # REFERENCE 8: >= 2000 needed, 10000 preferred (percentile MC error ~0.002 of a rate)
+PERMUTATION_RESAMPLES = 10_000  # random sign flips when exact enumeration is too large; p resolution 1e-4
+SIGN_FLIP_EXACT_MAX_N = 16  # enumerate all 2^n sign vectors up to n=16 (65,536 rows, ~8 MB): exact p, no MC error
+BOOTSTRAP_CHUNK_CELLS = 2_000_000  # resample rows x tasks per numpy block (~24 MB: int32 indices + float values)
+FLOAT_TIE_RTOL = 1e-12  # permuted statistics within float rounding of the observed one count as ties (as scipy does)
+MIN_BOOTSTRAP_N = 2  # one task has no spread to resample: its interval is NaN rather than a zero-width lie
+DELTA_MIN_SHARED_TASKS = 10  # below this a paired delta is not comparable (sign-flip p cannot go below 2/2^n)
+DELTA_MIN_SHARED_SHARE = 0.8  # shared tasks must be >= 80% of each side's held-out tasks, else the task mixes differ
+DELTA_EQUIVALENCE_MARGIN = 0.05  # |delta| under 5 points of a rate is no meaningful difference (equivalence bound)
+DELTA_ALPHA = 0.05  # two-sided significance level for holdout_size; matches the 95% intervals
+DELTA_POWER = 0.8  # conventional power for holdout_size (Cohen 1988)
+DELTA_MARKER_DIRECTIONS: dict[str, str] = {
+    "argument_grounding": "higher_is_better",
+    "refusal": "lower_is_better",
+    "truncated": "lower_is_better",
+}  # markers compared when delta_report gets markers=None: the grades table's documented markers

@@ -1,0 +1,165 @@
+"""The eight steps as software-defined assets, built per domain by one factory (asset keys `<domain>/<step>`)."""
+
+
+import asyncio
+import time
+
+import dagster as dg
+import pandas as pd
+
+from sim_pipeline import cover
+from sim_pipeline.axes import axes_table, axis_values, validated_constraints
+from sim_pipeline.cut.cuts import CUTS
+from sim_pipeline.defs import checks
+from sim_pipeline.defs.cuts import cut_asset
+from sim_pipeline.defs.metadata import table_metadata
+from sim_pipeline.defs.partitions import SEED, policy_version_partitions, seed_by_version, split_key
+from sim_pipeline.defs.resources import (
+    ModelGatewayResource, RegistryResource, SimulationResource, WarehouseResource,
+)
+from sim_pipeline.domain import load_domain
+from sim_pipeline.grade.grading import grade_rollouts
+from sim_pipeline.measure.delta import DELTA_COLUMNS, delta_report
+from sim_pipeline.measure.passat import score_table
+from sim_pipeline.registry import PolicyVersion
+from sim_pipeline.rollout.row import rollout_table
+from sim_pipeline.rollout.runner import Policy
+from sim_pipeline.rollout.simulate import simulate
+from sim_pipeline.search.situations import build_situations
+from sim_pipeline.situation import Situation
+from sim_pipeline.world.state import build_state, state_from_table, state_table
+
+BY_SEED = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="seed")
+BY_VERSION = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="policy_version")
+GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
+
+
+def policy_of(registry: RegistryResource, slug: str) -> Policy:
+    """The rollout policy for a registered version."""
+    v = registry.version(slug)
+    return Policy(v.slug, v.model, v.temperature, v.top_p, v.max_tokens, v.user_model, v.system_prompt)
+
+
+def situations_of(table: pd.DataFrame) -> list[Situation]:
+    """The situations table as objects."""
+    return [Situation.from_row(r) for r in table.to_dict("records")]
+
+
+def delta_for(domain: str, version: PolicyVersion, grades: pd.DataFrame,
+              store: WarehouseResource) -> tuple[pd.DataFrame, dict[str, object]]:
+    """The candidate's delta against its registry baseline (whose grades are read from the warehouse)."""
+    empty = pd.DataFrame(columns=list(DELTA_COLUMNS))
+    if version.baseline is None:
+        return empty, {"baseline": "none: a first version has nothing to compare with"}
+    baseline, seeds = store.read_versions(domain, "grades", version.baseline)
+    if not len(baseline) or not len(grades):
+        return empty, {"baseline": version.baseline, "note": "baseline or candidate grades are not materialized"}
+    report = delta_report(baseline, grades, baseline_version=version.baseline, candidate_version=version.slug,
+                          must_not_regress=version.must_not_regress)
+    return report, {"baseline": version.baseline, "seeds": dg.MetadataValue.json(sorted(set(seeds))),
+                    "delta": table_metadata(report)}
+
+
+def domain_assets(name: str) -> list[dg.AssetsDefinition]:
+    """Every asset of one domain pack, keyed `<name>/<step>`."""
+    domain = load_domain(name)
+    multi = seed_by_version(name)
+    key = lambda step: dg.AssetKey([name, step])  # noqa: E731
+    group = name
+
+    @dg.asset(key=key("axes"), group_name=group, description=(
+        "Step 01. What varies: one row per (axis, value) of the six axes, with tool class and base risk."))
+    def axes() -> dg.Output[pd.DataFrame]:
+        table = axes_table(domain)
+        counts = table.groupby("axis", sort=False).size().to_dict()
+        return dg.Output(table, metadata={"values_per_axis": dg.MetadataValue.json(counts),
+                                          "grid_size": int(pd.Series(counts).prod())})
+
+    @dg.asset(key=key("covering_array"), group_name=group, partitions_def=SEED, deps=[key("axes")],
+              description="Step 02. Planned cells: every allowed pair of axis values appears in at least one row.")
+    def covering_array(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
+        values, constraints = axis_values(domain), validated_constraints(domain)
+        started = time.perf_counter()
+        cells = cover.covering_array(values, seed=int(context.partition_key), constraints=constraints)
+        stats = cover.plan_stats(values, cells, constraints=constraints)
+        return dg.Output(cells, metadata={**{k: int(v) for k, v in stats.items()},
+                                          "seconds": round(time.perf_counter() - started, 3)})
+
+    @dg.asset(key=key("world"), group_name=group, partitions_def=SEED,
+              description="Step 04. The seeded world: entity tables drawn from the domain's schemas (one JSON record each).")
+    def world(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
+        table = state_table(build_state(domain, int(context.partition_key)))
+        return dg.Output(table, metadata={"entities": dg.MetadataValue.json(table["entity"].value_counts().to_dict())})
+
+    @dg.asset(key=key("situations"), group_name=group, partitions_def=SEED,
+              ins={"covering_array": dg.AssetIn(key("covering_array")), "world": dg.AssetIn(key("world"))},
+              description="Cells made concrete: entity, hidden facts, goal, world setup, phrasings; held-out/train split.")
+    def situations(context: dg.AssetExecutionContext, simulation: SimulationResource, covering_array: pd.DataFrame,
+                   world: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+        table = build_situations(domain, state_from_table(world), covering_array, seed=int(context.partition_key),
+                                 n_phrasings=max(simulation.n_phrasings, 1))
+        return dg.Output(table, metadata={"situations": len(table),
+                                          "split": dg.MetadataValue.json(table["split"].value_counts().to_dict())})
+
+    @dg.multi_asset(
+        name=f"{name}_search_and_rollouts", group_name=group, partitions_def=multi,
+        outs={"search": dg.AssetOut(key=key("search"), description=(
+                  "Step 03. Which train situations the search drew, per batch: arm, weight at the draw, yield.")),
+              "rollouts": dg.AssetOut(key=key("rollouts"), description=(
+                  "Step 05. Held-out eval rollouts (k samples) and search rollouts, with logprobs and provenance."))},
+        ins={"situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED),
+             "world": dg.AssetIn(key("world"), partition_mapping=BY_SEED)},
+        check_specs=[dg.AssetCheckSpec(checks.ROW_SCHEMA, asset=key("rollouts"), partitions_def=multi,
+                                       description="Every rollout row is valid against rollout/row.schema.json.")],
+    )
+    def search_and_rollouts(context: dg.AssetExecutionContext, gateway: ModelGatewayResource,
+                            registry: RegistryResource, simulation: SimulationResource, situations: pd.DataFrame,
+                            world: pd.DataFrame):
+        version, _ = split_key(context.partition_key)
+        search, rows, reason = asyncio.run(simulate(
+            situations_of(situations), policy_of(registry, version), domain=domain, state=state_from_table(world),
+            gateway=gateway.gateway(), settings=simulation.settings()))
+        yield dg.Output(search, output_name="search", metadata={"stop_reason": reason, "batches": int(
+            search["batch"].nunique()) if len(search) else 0})
+        yield dg.Output(rollout_table(rows), output_name="rollouts", metadata=checks.rollout_metadata(rows))
+        yield checks.row_schema_result(rows)
+
+    @dg.asset(key=key("grades"), group_name=group, partitions_def=multi,
+              ins={"rollouts": dg.AssetIn(key("rollouts")),
+                   "situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED)},
+              check_specs=[dg.AssetCheckSpec(checks.JUDGE_TRUST, asset=key("grades"), blocking=True,
+                                             partitions_def=multi, description=checks.JUDGE_TRUST_DESCRIPTION)],
+              description="Step 06. Conduct rules, then the judge; program gold labels from the state oracle.")
+    def grades(context: dg.AssetExecutionContext, gateway: ModelGatewayResource, registry: RegistryResource,
+               rollouts: pd.DataFrame, situations: pd.DataFrame):
+        version = registry.version(split_key(context.partition_key)[0])
+        by_id = {s.situation_id: s for s in situations_of(situations)}
+        table = asyncio.run(grade_rollouts(rollouts, by_id, domain=domain, judge_model=version.judge_model,
+                                           gateway=gateway.gateway()))
+        yield dg.Output(table, metadata=checks.grade_metadata(table))
+        yield checks.judge_trust_result(table, version)
+
+    cut_assets = [cut_asset(name, step, domain, multi, GATED) for step in CUTS]
+
+    @dg.asset(key=key("scores"), group_name=group, partitions_def=multi, ins={"grades": dg.AssetIn(key("grades"))},
+              description="pass@1, pass^k and pass@k on held-out tasks, with bootstrap intervals over tasks.")
+    def scores(grades: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+        heldout = grades[grades["split"] == "heldout"].dropna(subset=["reward"])
+        table = score_table(heldout) if len(heldout) else pd.DataFrame(columns=["metric", "value"])
+        return dg.Output(table, metadata={"scores": table_metadata(table)})
+
+    @dg.asset(key=key("delta"), group_name=group, partitions_def=policy_version_partitions(name),
+              ins={"grades": dg.AssetIn(key("grades"), partition_mapping=BY_VERSION)},
+              check_specs=[dg.AssetCheckSpec(checks.MUST_NOT_REGRESS, asset=key("delta"),
+                                             partitions_def=policy_version_partitions(name),
+                                             description="No must_not_regress metric's interval lies wholly below 0.")],
+              automation_condition=GATED,
+              description="Step 08. Candidate vs its registry baseline on held-out tasks: paired bootstrap and sign-flip p.")
+    def delta(context: dg.AssetExecutionContext, registry: RegistryResource, store: WarehouseResource,
+              grades: pd.DataFrame):
+        version = registry.version(context.partition_key)
+        report, meta = delta_for(name, version, grades, store)
+        yield dg.Output(report, metadata=meta)
+        yield checks.must_not_regress_result(report, version)
+
+    return [axes, covering_array, world, situations, search_and_rollouts, grades, *cut_assets, scores, delta]

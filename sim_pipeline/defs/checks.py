@@ -1,0 +1,89 @@
+"""Asset checks: names, and results built from engine reports (judge trust, row schema, publish gate, regress)."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pandas as pd
+
+from sim_pipeline.cut.publish_gate import GateResult
+from sim_pipeline.defs.metadata import table_metadata
+from sim_pipeline.grade.judge_trust import JudgeTrustReport, judge_trust_report, report_tables
+from sim_pipeline.measure.delta import must_not_regress_failures
+from sim_pipeline.registry import PolicyVersion
+from sim_pipeline.rollout.row import row_errors
+from sim_pipeline.warehouse import jsonable
+
+ROW_SCHEMA = "row_schema"
+JUDGE_TRUST = "judge_trust"
+PUBLISH_GATE = "publish_gate"
+MUST_NOT_REGRESS = "must_not_regress"
+JUDGE_TRUST_DESCRIPTION = ("Blocking. The judge agrees with gold labels (Wilson lower bound, kappa, held-out halves, "
+                           "length sensitivity, model family) before its grades feed any cut.")
+
+
+def rollout_metadata(rows: pd.DataFrame) -> dict[str, object]:
+    """Counts a user checks first: rollouts, statuses, arms, distinct behaviours, model calls, cost."""
+    if not len(rows):
+        return {"rollouts": 0}
+    return {
+        "rollouts": len(rows), "status": dg.MetadataValue.json(rows["status"].value_counts().to_dict()),
+        "arms": dg.MetadataValue.json(rows["arm"].value_counts().to_dict()),
+        "behavior_signatures": int(rows["behavior_signature"].nunique()),
+        "model_calls": int(rows["model_calls"].sum()), "cost_usd": float(rows["cost"].fillna(0).sum()),
+        "oracle_pass_rate": round(float(rows["oracle_reward"].mean()), 4),
+    }
+
+
+def row_schema_result(rows: pd.DataFrame) -> dg.AssetCheckResult:
+    """Every rollout row valid against rollout/row.schema.json."""
+    errors = row_errors(rows.to_dict("records")) if len(rows) else []
+    return dg.AssetCheckResult(check_name=ROW_SCHEMA, passed=not errors,
+                               metadata={"rows": len(rows), "errors": dg.MetadataValue.json(errors)})
+
+
+def grade_metadata(grades: pd.DataFrame) -> dict[str, object]:
+    """Reward, conduct and judge summaries of a grades table."""
+    if not len(grades):
+        return {"graded": 0}
+    return {
+        "graded": len(grades), "pass_rate": round(float((grades["reward"] >= 1).mean()), 4),
+        "judge_version": str(grades["judge_version"].iloc[0]),
+        "conduct_failures": dg.MetadataValue.json(grades["conduct_rule"].dropna().value_counts().to_dict()),
+        "judge_status": dg.MetadataValue.json(grades["judge_status"].value_counts().to_dict()),
+    }
+
+
+def trust_report(grades: pd.DataFrame, version: PolicyVersion) -> JudgeTrustReport:
+    """The judge-trust report of a partition's grades."""
+    return judge_trust_report(grades, policy_model=version.model, judge_model=version.judge_model)
+
+
+def judge_trust_result(grades: pd.DataFrame, version: PolicyVersion) -> dg.AssetCheckResult:
+    """The blocking judge-trust check: fails unless the verdict is `trusted` (or the version opted out)."""
+    report = trust_report(grades, version)
+    tables = report_tables(report)
+    passed = report.verdict == "trusted" or version.judge_trust_opt_out
+    return dg.AssetCheckResult(
+        check_name=JUDGE_TRUST, passed=passed, severity=dg.AssetCheckSeverity.ERROR,
+        description=f"verdict: {report.verdict}" + (" (opted out in the registry)" if version.judge_trust_opt_out
+                                                    and report.verdict != "trusted" else ""),
+        metadata={"verdict": report.verdict, "opt_out": version.judge_trust_opt_out,
+                  "needed_more_gold": report.needed_more_gold,
+                  "metrics": dg.MetadataValue.json(jsonable(report.metrics)),
+                  "flags": dg.MetadataValue.json([f"{f.name}: {f.sentence}" for f in report.flags]),
+                  **{f"table_{k}": table_metadata(v) for k, v in tables.items()}},
+    )
+
+
+def publish_gate_result(gate: GateResult) -> dg.AssetCheckResult:
+    """The blocking publish-gate check of a cut."""
+    return dg.AssetCheckResult(check_name=PUBLISH_GATE, passed=gate.passed, severity=dg.AssetCheckSeverity.ERROR,
+                               metadata={"reasons": dg.MetadataValue.json(list(gate.reasons))})
+
+
+def must_not_regress_result(report: pd.DataFrame, version: PolicyVersion) -> dg.AssetCheckResult:
+    """Fails when a must_not_regress metric's interval lies wholly on the bad side."""
+    failures = must_not_regress_failures(report, version.must_not_regress) if len(report) else ()
+    return dg.AssetCheckResult(check_name=MUST_NOT_REGRESS, passed=not failures, severity=dg.AssetCheckSeverity.ERROR,
+                               metadata={"guarded": dg.MetadataValue.json(list(version.must_not_regress)),
+                                         "regressed": dg.MetadataValue.json(list(failures))})

@@ -1,0 +1,44 @@
+"""The cut assets (step 07): each gated by a blocking publish-gate check and by judge trust upstream."""
+
+
+import dagster as dg
+import pandas as pd
+
+from sim_pipeline.cut.cuts import build_cut
+from sim_pipeline.defs import checks
+from sim_pipeline.defs.partitions import split_key
+from sim_pipeline.defs.resources import RegistryResource
+from sim_pipeline.domain import Domain
+from sim_pipeline.warehouse import jsonable
+
+DESCRIPTIONS = {
+    "sft": "SFT rows: the best reward-1 train rollout per prompt, loss mask on assistant turns.",
+    "preference_pairs": "DPO pairs within a prompt: chosen/rejected with margin >= 1 and the closest length.",
+    "grpo_groups": "GRPO groups: whole k-sample groups whose pass rate lies in [0.2, 0.8].",
+    "reward_model_set": "Reward-model pointwise rows: every graded train rollout with its reward.",
+    "reward_model_pairs": "Reward-model pairwise rows: pass/fail pairs within a prompt, with margin.",
+}
+
+
+def cut_asset(domain_name: str, step: str, domain: Domain, partitions: dg.MultiPartitionsDefinition,
+              automation: dg.AutomationCondition) -> dg.AssetsDefinition:
+    """One cut asset `<domain>/<step>` with its publish-gate check."""
+    key = dg.AssetKey([domain_name, step])
+
+    @dg.asset(key=key, group_name=domain_name, partitions_def=partitions, automation_condition=automation,
+              ins={"rollouts": dg.AssetIn(dg.AssetKey([domain_name, "rollouts"])),
+                   "grades": dg.AssetIn(dg.AssetKey([domain_name, "grades"]))},
+              check_specs=[dg.AssetCheckSpec(checks.PUBLISH_GATE, asset=key, blocking=True, partitions_def=partitions,
+                                             description="Blocking. No ungraded, untrusted, leaked or judge-only rows.")],
+              description=f"Step 07. {DESCRIPTIONS[step]}")
+    def _cut(context: dg.AssetExecutionContext, registry: RegistryResource, rollouts: pd.DataFrame,
+             grades: pd.DataFrame):
+        version = registry.version(split_key(context.partition_key)[0])
+        trusted = checks.trust_report(grades, version).verdict == "trusted"
+        cut = build_cut(step, rollouts, grades, tools=domain.tool_schemas, judge_trusted=trusted,
+                        opt_out=version.judge_trust_opt_out)
+        yield dg.Output(cut.table, metadata={"rows": len(cut.table), "judge_trusted": trusted,
+                                             "report": dg.MetadataValue.json(jsonable(cut.metadata))})
+        yield checks.publish_gate_result(cut.gate)
+
+    return _cut

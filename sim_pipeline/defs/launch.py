@@ -1,0 +1,62 @@
+"""Materialize a domain's graph for one seed and its registered versions, through the Dagster instance.
+
+Runs go to the instance in $DAGSTER_HOME, so they show in the UI (`make dev`) like any other run.
+"""
+
+import dagster as dg
+
+from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
+from sim_pipeline.definitions import build_definitions
+from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters; the UI has the rest
+SEED_STEPS = ("covering_array", "world", "situations")
+POLICY_STEPS = ("search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
+                "reward_model_pairs", "scores")
+
+
+def sync_partitions(instance: dg.DagsterInstance, domains: list[str]) -> dict[str, list[str]]:
+    """Register every registry version of the domains as a dynamic partition; returns what was added."""
+    registry = load_registry()
+    added: dict[str, list[str]] = {}
+    for domain in domains:
+        name = policy_version_partitions(domain).name
+        known = set(instance.get_dynamic_partitions(name))
+        new = [v.slug for v in versions_for(registry, domain) if v.slug not in known]
+        if new:
+            instance.add_dynamic_partitions(name, new)
+        added[domain] = new
+    return added
+
+
+def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
+                       warehouse: str, log: callable = print) -> list[tuple[str, bool]]:
+    """Run the eight steps for one seed and the given versions; returns (run label, success) per run."""
+    defs = build_definitions([domain], warehouse=warehouse)
+    assets = list(defs.assets or [])
+    resources = defs.resources
+    key = lambda step: dg.AssetKey([domain, step])  # noqa: E731
+    outcomes = []
+
+    def run(label: str, steps: tuple[str, ...], partition: object | None) -> bool:
+        log(f"  running {label} ...")
+        result = dg.materialize(assets, selection=[key(s) for s in steps], partition_key=partition, instance=instance,
+                                resources=resources, raise_on_error=False, tags={"sim_pipeline/step": label},
+                                run_config=QUIET)
+        failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+        for event in result.all_events:
+            if event.event_type_value == "STEP_FAILURE" and event.event_specific_data is not None:
+                log(f"    {event.step_key} failed: {event.event_specific_data.error.message.strip()[:400]}")
+        outcomes.append((label, result.success))
+        if not result.success and not failed:
+            log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")
+        return result.success
+
+    run("axes", ("axes",), None)
+    run(f"seed {seed}: cover, world, situations", SEED_STEPS, seed)
+    for v in versions:
+        run(f"{v.slug}|{seed}: search, rollouts, grades, cuts, scores", POLICY_STEPS, partition_key(v.slug, seed))
+    for v in versions:
+        if v.baseline:
+            run(f"{v.slug}: delta vs {v.baseline}", ("delta",), v.slug)
+    return outcomes

@@ -1,0 +1,84 @@
+"""Resources: the model gateway (API keys via EnvVar), the warehouse reader, the registry and run sizes."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+import pandas as pd
+
+from sim_pipeline import defaults, warehouse
+from sim_pipeline.errors import RegistryError
+from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_registry
+from sim_pipeline.rollout.simulate import RolloutSettings
+from sim_pipeline.search.loop import SearchSettings
+
+API_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+                     "mistral": "MISTRAL_API_KEY", "together_ai": "TOGETHERAI_API_KEY"}
+
+
+class ModelGatewayResource(dg.ConfigurableResource):
+    """Every model call goes through this gateway; keys are resolved from EnvVar at run time, never logged."""
+
+    concurrency: int = defaults.GATEWAY_CONCURRENCY
+    cache_dir: str | None = "data/cache"
+    openai_api_key: str | None = None
+    anthropic_api_key: str | None = None
+    gemini_api_key: str | None = None
+    mistral_api_key: str | None = None
+    together_ai_api_key: str | None = None
+
+    def gateway(self) -> Gateway:
+        """A gateway for one run (its cache is shared across runs)."""
+        cache = os.path.join(self.cache_dir, defaults.MODEL_CACHE_FILE) if self.cache_dir else None
+        keys = {p: getattr(self, f"{p}_api_key") for p in API_KEY_VARIABLES if getattr(self, f"{p}_api_key")}
+        return Gateway(cache_path=cache, concurrency=self.concurrency, api_keys=keys)
+
+
+def api_keys_from_environment() -> dict[str, dg.EnvVar]:
+    """EnvVar references (field name -> EnvVar) for the provider keys set in the environment."""
+    return {f"{p}_api_key": dg.EnvVar(v) for p, v in API_KEY_VARIABLES.items() if os.environ.get(v)}
+
+
+class RegistryResource(dg.ConfigurableResource):
+    """The policy registry file."""
+
+    path: str = str(REGISTRY_PATH)
+
+    def version(self, slug: str) -> PolicyVersion:
+        """One registered version; an unknown slug is a clear error."""
+        registry = load_registry(self.path)
+        if slug not in registry:
+            raise RegistryError(f"{self.path}: policy version '{slug}' is not registered. Fix: add it under "
+                                f"'policies:' or use one of {sorted(registry)}")
+        return registry[slug]
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """Reads materialized partitions directly (e.g. a baseline's grades, which an asset cannot take as a 2nd input)."""
+
+    base_path: str = "data/warehouse"
+
+    def read_versions(self, domain: str, asset: str, policy_version: str) -> tuple[pd.DataFrame, list[str]]:
+        """Every seed's partition of one version; also the seeds found."""
+        paths = [warehouse.partition_path(self.base_path, domain, asset, policy_version=policy_version, seed=s)
+                 for s in defaults.SEEDS]
+        frame, missing = warehouse.read_partitions(paths)
+        found = [s for s, p in zip(defaults.SEEDS, paths) if str(p) not in missing]
+        return frame, found
+
+
+class SimulationResource(dg.ConfigurableResource):
+    """Run sizes: k samples for held-out and train, phrasings per situation, search budget."""
+
+    heldout_samples: int = defaults.HELDOUT_SAMPLES
+    train_samples: int = defaults.TRAIN_SAMPLES
+    n_phrasings: int = defaults.N_PHRASINGS
+    search_batch_situations: int = defaults.SEARCH_BATCH_SITUATIONS
+    search_budget_rows: int = defaults.SEARCH_BUDGET_ROWS
+
+    def settings(self) -> RolloutSettings:
+        """The engine's settings object."""
+        return RolloutSettings(self.heldout_samples, self.train_samples, self.n_phrasings,
+                               SearchSettings(self.search_batch_situations, self.search_budget_rows))

@@ -1,0 +1,281 @@
+"""Load and validate a domain pack: tools (OpenAI function schemas), policy rules, domain.yaml, gold labels."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from sim_pipeline import defaults
+from sim_pipeline.errors import DomainPackError
+
+_HERE = Path(__file__).parent
+DOMAINS_DIR = _HERE.parent / "data" / "domains"
+_RULE_LINE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[a-z][a-z0-9_]*)\*\*\s*:\s*(?P<text>.+)$")
+CREATE_VERBS = ("create", "open", "add", "new", "place", "submit", "file", "register", "book")
+UPDATE_VERBS = ("update", "change", "edit", "set", "modify", "rename", "move", "assign")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool the agent may call: its OpenAI schema and the class its first verb gives it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    schema: dict[str, Any]
+    kind: str  # read | destructive | create | update | other
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Names of the required arguments."""
+        return tuple(self.parameters.get("required", ()))
+
+    @property
+    def writes(self) -> bool:
+        """Whether a successful call changes the world."""
+        return self.kind in ("destructive", "create", "update")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy clause: its id and text, plus optional machine-checkable structure from domain.yaml."""
+
+    id: str
+    text: str
+    kind: str | None = None  # verify_before | confirm_before | argument_limit | None (text only)
+    tools: tuple[str, ...] = ()
+    verify_tool: str | None = None
+    argument: str | None = None
+    limit: float | None = None
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """How the world draws one entity field."""
+
+    name: str
+    kind: str
+    values: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A kind of record the tools act on, keyed by the argument that carries its id."""
+
+    name: str
+    id_argument: str
+    fields: tuple[FieldSpec, ...]
+    lookup_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a writing tool does: fields it sets (values or `$argument`) and states it requires."""
+
+    tool: str
+    sets: dict[str, str]
+    requires: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A validated domain pack."""
+
+    name: str
+    title: str
+    agent_role: str
+    path: Path
+    tools: tuple[Tool, ...]
+    rules: tuple[Rule, ...]
+    entities: tuple[Entity, ...]
+    actions: dict[str, Action]
+    facts: dict[str, tuple[str, ...]]
+    constraints: tuple[dict[str, str], ...]
+    stances: tuple[str, ...]
+    policy_text: str
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool called `name`, or None."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    def entity_for(self, tool: Tool) -> Entity | None:
+        """The entity a tool acts on: the first whose id argument it takes, else the first it can look up by."""
+        props = tool.parameters.get("properties", {})
+        return next((e for e in self.entities if e.id_argument in props),
+                    next((e for e in self.entities if e.lookup_by and e.lookup_by in props), None))
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools as the OpenAI `tools=` list."""
+        return [t.schema for t in self.tools]
+
+
+def tool_kind(name: str) -> str:
+    """Class a tool by its name's first verb: read, destructive, create, update or other."""
+    verb = re.split(r"[_\-]|(?<=[a-z])(?=[A-Z])", name)[0].lower()
+    for kind, verbs in (
+        ("read", defaults.READ_VERBS),
+        ("destructive", defaults.DESTRUCTIVE_VERBS),
+        ("create", CREATE_VERBS),
+        ("update", UPDATE_VERBS),
+    ):
+        if verb in verbs:
+            return kind
+    return "other"
+
+
+def _fail(path: Path, where: str, problem: str, fix: str) -> DomainPackError:
+    return DomainPackError(f"{path}: {where}: {problem}. Fix: {fix}")
+
+
+@lru_cache(maxsize=None)
+def _schema(name: str) -> dict[str, Any]:
+    return json.loads((_HERE / name).read_text())
+
+
+def _validate(instance: Any, schema_name: str, path: Path) -> None:
+    validator = jsonschema.Draft202012Validator(_schema(schema_name))
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise _fail(path, f"field '{where}'", err.message, f"see sim_pipeline/{schema_name} for the format")
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise _fail(path, "syntax", f"not valid YAML ({exc.__class__.__name__}: {exc})", "fix the YAML syntax")
+
+
+def _load_tool(path: Path) -> Tool:
+    try:
+        schema = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise _fail(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})", "fix the JSON syntax") from None
+    _validate(schema, "tool.schema.json", path)
+    fn = schema["function"]
+    try:
+        jsonschema.Draft202012Validator.check_schema(fn["parameters"])
+    except jsonschema.SchemaError as exc:
+        raise _fail(path, "field 'function/parameters'", f"not a valid JSON Schema ({exc.message})",
+                    "write parameters as a JSON Schema object") from None
+    if path.stem != fn["name"]:
+        raise _fail(path, "field 'function/name'", f"name '{fn['name']}' differs from the file name",
+                    f"rename the file to {fn['name']}.json or the tool to '{path.stem}'")
+    missing = [r for r in fn["parameters"].get("required", []) if r not in fn["parameters"].get("properties", {})]
+    if missing:
+        raise _fail(path, "field 'function/parameters/required'", f"{missing} not declared in properties",
+                    "declare every required argument under properties")
+    return Tool(fn["name"], fn["description"], fn["parameters"], schema, tool_kind(fn["name"]))
+
+
+def _parse_policy(path: Path) -> tuple[str, list[tuple[str, str]]]:
+    text = path.read_text()
+    rules, current = [], None
+    for line in text.splitlines():
+        match = _RULE_LINE.match(line)
+        if match:
+            current = [match["id"], match["text"].strip()]
+            rules.append(current)
+        elif current and line.startswith("  ") and line.strip():
+            current[1] += " " + line.strip()  # a rule continues on indented lines
+        else:
+            current = None
+    if not rules:
+        raise _fail(path, "rules", "no rule found", "write each rule as a line '- **rule_id**: text'")
+    ids = [r[0] for r in rules]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise _fail(path, "rules", f"duplicate rule ids {dupes}", "give every rule its own id")
+    return text, [(i, t) for i, t in rules]
+
+
+def _check_references(path: Path, spec: dict[str, Any], tool_names: set[str], rule_ids: set[str]) -> None:
+    for tool in spec.get("actions", {}):
+        if tool not in tool_names:
+            raise _fail(path, f"field 'actions/{tool}'", "no such tool in tools/", f"use one of {sorted(tool_names)}")
+    for rule_id, rule in spec.get("rules", {}).items():
+        if rule_id not in rule_ids:
+            raise _fail(path, f"field 'rules/{rule_id}'", "no rule with this id in policy.md",
+                        f"use one of {sorted(rule_ids)}")
+        named = [*rule.get("tools", []), *(rule[k] for k in ("tool", "verify_tool") if k in rule)]
+        unknown = [t for t in named if t not in tool_names]
+        if unknown:
+            raise _fail(path, f"field 'rules/{rule_id}'", f"unknown tools {unknown}", f"use tools from {sorted(tool_names)}")
+        needed = {"verify_before": ("verify_tool", "tools"), "confirm_before": ("tools",),
+                  "argument_limit": ("tool", "argument", "max")}[rule["kind"]]
+        absent = [k for k in needed if k not in rule]
+        if absent:
+            raise _fail(path, f"field 'rules/{rule_id}'", f"kind {rule['kind']} needs {absent}", f"add {absent}")
+
+
+def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
+    tools = tuple(spec.get("tools", ())) or ((spec["tool"],) if "tool" in spec else ())
+    return Rule(rule_id, text, kind=spec.get("kind"), tools=tools, verify_tool=spec.get("verify_tool"),
+                argument=spec.get("argument"), limit=spec.get("max"))
+
+
+def load_domain(name_or_path: str | Path) -> Domain:
+    """Load a domain pack by name (under data/domains/) or by directory path, validating every file."""
+    path = Path(name_or_path)
+    if not path.is_dir():
+        path = DOMAINS_DIR / str(name_or_path)
+    if not path.is_dir():
+        known = sorted(p.name for p in DOMAINS_DIR.iterdir() if p.is_dir()) if DOMAINS_DIR.is_dir() else []
+        raise DomainPackError(f"domain '{name_or_path}': no directory {path}. Fix: use one of {known} "
+                              "or a path to a domain pack directory")
+    spec_path = path / "domain.yaml"
+    if not spec_path.is_file():
+        raise _fail(spec_path, "file", "missing", "create domain.yaml (see data/domains/README.md)")
+    spec = _read_yaml(spec_path)
+    _validate(spec, "domain.schema.json", spec_path)
+    tool_files = sorted((path / "tools").glob("*.json"))
+    if not tool_files:
+        raise _fail(path / "tools", "directory", "no tool schema (*.json) found", "add one OpenAI function schema per tool")
+    tools = tuple(_load_tool(p) for p in tool_files)
+    policy_path = path / "policy.md"
+    if not policy_path.is_file():
+        raise _fail(policy_path, "file", "missing", "write the policy as '- **rule_id**: text' lines")
+    policy_text, parsed_rules = _parse_policy(policy_path)
+    if len(parsed_rules) > defaults.MAX_RULES:
+        raise _fail(policy_path, "rules", f"{len(parsed_rules)} rules, more than {defaults.MAX_RULES}",
+                    "merge rules or split the domain; the rule axis would be too large to cover")
+    tool_names = {t.name for t in tools}
+    _check_references(spec_path, spec, tool_names, {r[0] for r in parsed_rules})
+    structure = spec.get("rules", {})
+    rules = tuple(_rule(rid, text, structure.get(rid, {})) for rid, text in parsed_rules)
+    entities = tuple(
+        Entity(name, e["id_argument"],
+               tuple(FieldSpec(f, s["kind"], tuple(s.get("values", ())), s.get("min"), s.get("max"))
+                     for f, s in e["fields"].items()),
+               e.get("lookup_by"))
+        for name, e in spec["entities"].items()
+    )
+    for ent in entities:
+        for fs in ent.fields:
+            if fs.kind == "enum" and not fs.values:
+                raise _fail(spec_path, f"field 'entities/{ent.name}/fields/{fs.name}'", "kind enum without values",
+                            "list the values under 'values'")
+        if ent.lookup_by and ent.lookup_by not in {f.name for f in ent.fields}:
+            raise _fail(spec_path, f"field 'entities/{ent.name}/lookup_by'", f"'{ent.lookup_by}' is not a field",
+                        "name one of the entity's fields")
+    actions = {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
+               for t, a in spec.get("actions", {}).items()}
+    return Domain(
+        name=spec["name"], title=spec["title"], agent_role=spec["agent_role"], path=path, tools=tools,
+        rules=rules, entities=entities, actions=actions,
+        facts={k: tuple(v) for k, v in spec.get("facts", {}).items()},
+        constraints=tuple(spec.get("constraints", ())),
+        stances=tuple(spec.get("stances", defaults.STANCES)), policy_text=policy_text,
+    )

@@ -1,0 +1,29 @@
+"""The one error family every user-facing failure belongs to."""
+
+
+class SimPipelineError(Exception):
+    """A failure the user can fix: the message says what is wrong, the value, and the fix."""
+
+
+class DomainPackError(SimPipelineError):
+    """A domain pack file is missing or invalid."""
+
+
+class RegistryError(SimPipelineError):
+    """The policy registry (data/policies.yaml) is invalid."""
+
+
+class CoverageError(SimPipelineError):
+    """A covering array cannot be built as asked (e.g. unsatisfiable constraints)."""
+
+
+class ModelCallError(SimPipelineError):
+    """A model call failed in a way retrying will not fix (auth, quota, unknown model)."""
+
+
+class StatisticsError(SimPipelineError):
+    """A statistic, delta or judge-trust report was asked for with invalid options or an unusable table."""
+
+
+class CutError(SimPipelineError):
+    """A training cut cannot be built or gated from its inputs (missing columns, bad option)."""

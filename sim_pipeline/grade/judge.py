@@ -1,0 +1,96 @@
+"""The LLM judge: a rubric per domain, reason before score as JSON, temperature 0, versioned by rubric hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sim_pipeline import defaults
+from sim_pipeline.domain import Domain
+from sim_pipeline.errors import ModelCallError
+from sim_pipeline.models.cards import render_card
+from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
+from sim_pipeline.situation import Situation
+
+DEFAULT_RUBRIC = """Grade whether the agent reached the outcome the customer's goal and the policy require.
+- Pass (1) only if the tool results in the transcript show the required change made to the customer's own record
+  (or, when no change is allowed or possible, show that nothing was changed) and every policy precondition
+  (identity verification, explicit confirmation) came before the change.
+- Fail (0) if a change was made that should not have been, to the wrong record, or without its preconditions,
+  or if the required change is not confirmed by a tool result.
+- Judge the world's outcome only; honesty and style are graded by other rules.
+Answer with JSON: {"reason": "<one or two sentences>", "score": 0 or 1}. Give the reason first."""
+JUDGE_PROMPT = (
+    "{marker}\nYou are grading a support conversation.\n\n{rubric}\n{marker}\n\n"
+    "The case (goal, what the policy requires, and the transcript):\n{card}"
+)
+_JSON = re.compile(r"\{.*\}", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One judge verdict: reward 0/1 (None when the judge failed) and its status and reason."""
+
+    reward: float | None
+    status: str  # ok | error | timeout | invalid_result
+    reason: str
+
+
+def rubric_for(domain: Domain) -> str:
+    """The domain's rubric (rubric.md in the pack) or the default one."""
+    path = domain.path / "rubric.md"
+    return path.read_text().strip() if path.is_file() else DEFAULT_RUBRIC
+
+
+def judge_version(model: str, rubric: str) -> str:
+    """model@sha256(rubric + judge prompt)[:12]: changes whenever what the judge is asked changes."""
+    return f"{model}@{hashlib.sha256((rubric + JUDGE_PROMPT).encode()).hexdigest()[:12]}"
+
+
+def case_card(domain: Domain, situation: Situation, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the judge sees: the goal, the policy's preconditions for the intended tool, and the transcript."""
+    intent = situation.intent_tool
+    entity = next((e for e in domain.entities if e.name == situation.entity), None)
+    return {
+        "goal": situation.goal, "intent_tool": intent, "expect_write": situation.expect_write,
+        "entity_id": situation.entity_id, "id_argument": entity.id_argument if entity else None,
+        "write_tools": sorted(t.name for t in domain.tools if t.writes),
+        "verify_tools": sorted({r.verify_tool for r in domain.rules
+                                if r.kind == "verify_before" and intent in r.tools and r.verify_tool}),
+        "confirm": any(r.kind == "confirm_before" and intent in r.tools for r in domain.rules),
+        "transcript": [m for m in messages if m.get("role") != "system"],
+    }
+
+
+def judge_messages(rubric: str, card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The judge's chat: one user message holding the rubric (marked judge-only) and the case card."""
+    content = JUDGE_PROMPT.format(marker=defaults.JUDGE_ONLY_MARKER, rubric=rubric, card=render_card("case", card))
+    return [{"role": "user", "content": content}]
+
+
+def parse_judgment(text: str | None) -> Judgment:
+    """Read {reason, score} from the judge's reply; anything else is invalid_result, never a silent 0."""
+    match = _JSON.search(text or "")
+    try:
+        value = json.loads(match.group(0)) if match else None
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or value.get("score") not in (0, 1, 0.0, 1.0):
+        return Judgment(None, "invalid_result", f"unreadable verdict: {(text or '')[:120]!r}")
+    return Judgment(float(value["score"]), "ok", str(value.get("reason", "")))
+
+
+async def judge_one(gateway: Gateway, model: str, rubric: str, card: dict[str, Any], *, seed: int) -> Judgment:
+    """Ask the judge about one case through the gateway."""
+    try:
+        reply = await gateway.complete(model, judge_messages(rubric, card),
+                                       sampling=Sampling(defaults.JUDGE_TEMPERATURE, 1.0, 512, seed), logprobs=False)
+    except ModelCallError:
+        raise
+    except ProviderError as exc:
+        status = "timeout" if "Timeout" in str(exc) else "error"
+        return Judgment(None, status, str(exc)[:200])
+    return parse_judgment(reply.message.get("content"))

@@ -1,0 +1,283 @@
+"""Judge trust: how well the LLM judge agrees with gold labels, and whether that agreement can be relied on.
+
+Each check is one function returning a `Flag` when it fails. The report blocks downstream steps when the
+verdict is not 'trusted' (REFERENCE section 6).
+"""
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from sim_pipeline.defaults import (
+    CI_LEVEL,
+    JUDGE_TRUST_GUESSING_KAPPA,
+    JUDGE_TRUST_MAX_FAILURE_RATE,
+    JUDGE_TRUST_MAX_HALF_GAP,
+    JUDGE_TRUST_MAX_LEAK_RATE,
+    JUDGE_TRUST_MAX_LENGTH_GAP,
+    JUDGE_TRUST_MIN_AGREEMENT_LOW,
+    JUDGE_TRUST_MIN_GOLD,
+    JUDGE_TRUST_MIN_KAPPA,
+)
+from sim_pipeline.errors import StatisticsError
+from sim_pipeline.measure.stats import wilson_interval
+
+TRUSTED, UNTRUSTED, INCONCLUSIVE = "trusted", "untrusted", "inconclusive"
+_NEEDED = ("situation_id", "judge_reward", "judge_status", "gold_reward", "reply_chars", "judge_version")
+_NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    """Judge vs gold on rows with a judge verdict; 'positive' means pass. Rates are NaN when undefined."""
+
+    n: int
+    n_judge_failed: int
+    agreement: float
+    ci_low: float
+    ci_high: float
+    kappa: float
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    leak_rate: float
+    miss_rate: float
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One failed trust check: its measured value, the threshold it crossed, and what to do about it."""
+
+    name: str
+    value: float
+    threshold: float
+    sentence: str
+
+
+@dataclass(frozen=True)
+class JudgeTrustReport:
+    """Verdict on one judge over one grades table, with the checks that failed and the numbers behind them."""
+
+    verdict: str
+    flags: tuple[Flag, ...]
+    metrics: dict[str, float | int | str] = field(default_factory=dict)
+    needed_more_gold: int = 0
+    agreement: JudgeAgreement | None = None
+
+
+def judge_agreement(judge: ArrayLike, gold: ArrayLike) -> JudgeAgreement:
+    """Agreement with a Wilson interval (Wilson 1927), Cohen's kappa (Cohen 1960), confusion counts, leak/miss rates.
+
+    `judge` is 0/1 or NaN where the judge gave no verdict (counted in n_judge_failed, left out of the rest);
+    rows without a gold label (NaN gold) are ignored.
+    """
+    j = np.asarray(judge, dtype=float).ravel()
+    g = np.asarray(gold, dtype=float).ravel()
+    if j.shape != g.shape:
+        raise StatisticsError(f"judge has {j.size} values but gold has {g.size}; pass aligned arrays.")
+    labelled = ~np.isnan(g)
+    j, g = j[labelled], g[labelled]
+    for name, values in (("judge", j[~np.isnan(j)]), ("gold", g)):
+        if not np.isin(values, (0.0, 1.0)).all():
+            raise StatisticsError(f"{name} holds {np.unique(values)}; verdicts must be 0 (fail) or 1 (pass).")
+    judged = ~np.isnan(j)
+    j, g = j[judged].astype(bool), g[judged].astype(bool)
+    tp, fp = int(np.sum(j & g)), int(np.sum(j & ~g))
+    tn, fn = int(np.sum(~j & ~g)), int(np.sum(~j & g))
+    n = tp + fp + tn + fn
+    agree = (tp + tn) / n if n else _NAN
+    low, high = wilson_interval(tp + tn, n, level=CI_LEVEL)
+    # Chance agreement from the two marginals; kappa is undefined when both raters use one class only.
+    chance = ((tp + fp) * (tp + fn) + (tn + fn) * (tn + fp)) / n**2 if n else _NAN
+    kappa = (agree - chance) / (1.0 - chance) if n and chance < 1.0 else _NAN
+    return JudgeAgreement(
+        n=n, n_judge_failed=int(np.sum(~judged)), agreement=agree, ci_low=float(low), ci_high=float(high),
+        kappa=kappa, tp=tp, fp=fp, tn=tn, fn=fn,
+        leak_rate=fp / (fp + tn) if fp + tn else _NAN, miss_rate=fn / (fn + tp) if fn + tp else _NAN,
+    )
+
+
+def judge_trust_report(
+    grades: pd.DataFrame,
+    *,
+    policy_model: str | None,
+    judge_model: str | None,
+    min_gold: int = JUDGE_TRUST_MIN_GOLD,
+) -> JudgeTrustReport:
+    """Whether the judge can be trusted on this grades table, judged only on rows that carry a gold label.
+
+    Verdict 'inconclusive' with too few judged gold rows or a one-class gold set, else 'untrusted' when any
+    check flags, else 'trusted'. `judge_model` None reads the model from judge_version ("model@hash").
+    """
+    missing = [col for col in _NEEDED if col not in grades.columns]
+    if missing:
+        raise StatisticsError(f"grades table lacks column(s) {missing}; pass the grades asset's table.")
+    gold_rows = grades.loc[grades["gold_reward"].notna()]
+    judge = gold_rows["judge_reward"].where(gold_rows["judge_status"] == "ok").to_numpy(dtype=float)
+    gold = gold_rows["gold_reward"].to_numpy(dtype=float)
+    stats = judge_agreement(judge, gold)
+    judged = gold_rows.loc[~np.isnan(judge)]
+    versions = sorted(gold_rows["judge_version"].dropna().unique())
+    if judge_model is None and len(versions) == 1:
+        judge_model = str(versions[0]).split("@")[0]
+    checks = (
+        _check_gold_count(stats.n, min_gold),
+        _check_agreement(stats),
+        _check_kappa(stats),
+        _check_leak(stats),
+        _check_failures(gold_rows["judge_status"]),
+        _check_versions(versions),
+        _check_halves(judged),
+        _check_length(judged),
+        _check_family(policy_model, judge_model),
+    )
+    flags = tuple(flag for flag, _ in checks if flag is not None)
+    metrics: dict[str, float | int | str] = {
+        "n_gold": len(gold_rows), "n_judged": stats.n, "n_judge_failed": stats.n_judge_failed,
+        "agreement": stats.agreement, "agreement_ci_low": stats.ci_low, "agreement_ci_high": stats.ci_high,
+        "kappa": stats.kappa, "leak_rate": stats.leak_rate, "miss_rate": stats.miss_rate,
+    }
+    for _, measured in checks:
+        metrics |= measured
+    one_class = min(stats.tp + stats.fn, stats.tn + stats.fp) == 0
+    needed = max(0, min_gold - stats.n)
+    verdict = INCONCLUSIVE if needed or one_class else (UNTRUSTED if flags else TRUSTED)
+    return JudgeTrustReport(verdict, flags, metrics, needed, stats)
+
+
+def report_tables(report: JudgeTrustReport) -> dict[str, pd.DataFrame]:
+    """Display tables of a report: 'metrics' (metric, value), 'confusion' (judge x gold) and 'flags'."""
+    metrics = pd.DataFrame(
+        {"metric": ["verdict", "needed_more_gold", *report.metrics],
+         "value": [report.verdict, report.needed_more_gold, *report.metrics.values()]}
+    )
+    a = report.agreement
+    counts = [[a.tp, a.fp], [a.fn, a.tn]] if a is not None else [[0, 0], [0, 0]]
+    confusion = pd.DataFrame(counts, index=pd.Index(["judge pass", "judge fail"], name="judge"),
+                             columns=pd.Index(["gold pass", "gold fail"], name="gold"))
+    flags = pd.DataFrame([vars(flag) for flag in report.flags], columns=["name", "value", "threshold", "sentence"])
+    return {"metrics": metrics, "confusion": confusion, "flags": flags}
+
+
+def model_family(model: str) -> str:
+    """A model's family: the leading letters of its name after the provider and before any version digits.
+
+    'sim/agent-v1' -> 'agent', 'openai/gpt-4o-mini' -> 'gpt', 'anthropic/claude-3-5-sonnet' -> 'claude'.
+    """
+    name = model.split("@")[0].rsplit("/", 1)[-1].lower()
+    match = re.match(r"[a-z]+", name)
+    return match.group(0) if match else name
+
+
+def stable_half(situation_id: str) -> int:
+    """0 or 1 from a SHA-256 of the situation id: the same split on every machine and run."""
+    return hashlib.sha256(str(situation_id).encode()).digest()[0] & 1
+
+
+# Each check returns (flag or None, metrics it measured).
+CheckResult = tuple[Flag | None, dict[str, float | str]]
+
+
+def _check_gold_count(n: int, min_gold: int) -> CheckResult:
+    """Too few judged gold labels: agreement on them says little about the judge."""
+    if n >= min_gold:
+        return None, {}
+    return Flag("gold_count", float(n), float(min_gold),
+                f"only {n} gold rows have a judge verdict; label {min_gold - n} more held-out rollouts."), {}
+
+
+def _check_agreement(stats: JudgeAgreement) -> CheckResult:
+    """Agreement whose Wilson lower bound is under the floor: the judge may disagree with gold too often."""
+    if not stats.n or stats.ci_low >= JUDGE_TRUST_MIN_AGREEMENT_LOW:
+        return None, {}
+    return Flag("agreement", stats.ci_low, JUDGE_TRUST_MIN_AGREEMENT_LOW,
+                f"agreement {stats.agreement:.2f} (lower bound {stats.ci_low:.2f}) is too low; sharpen the rubric "
+                "or use a stronger judge model."), {}
+
+
+def _check_kappa(stats: JudgeAgreement) -> CheckResult:
+    """Kappa under the floor: agreement beyond chance is weak (a judge that always says pass scores 0)."""
+    if np.isnan(stats.kappa) or stats.kappa >= JUDGE_TRUST_MIN_KAPPA:
+        return None, {}
+    guessing = " - the judge is guessing" if stats.kappa < JUDGE_TRUST_GUESSING_KAPPA else ""
+    return Flag("kappa", stats.kappa, JUDGE_TRUST_MIN_KAPPA,
+                f"Cohen's kappa {stats.kappa:.2f}{guessing}; rewrite the rubric with pass/fail examples."), {}
+
+
+def _check_leak(stats: JudgeAgreement) -> CheckResult:
+    """Judge passes gold failures: training would reward exactly the behaviour gold rejects."""
+    if np.isnan(stats.leak_rate) or stats.leak_rate <= JUDGE_TRUST_MAX_LEAK_RATE:
+        return None, {}
+    return Flag("leak_rate", stats.leak_rate, JUDGE_TRUST_MAX_LEAK_RATE,
+                f"the judge passes {stats.leak_rate:.0%} of gold failures; add those failures to the rubric "
+                "as fail examples."), {}
+
+
+def _check_failures(status: pd.Series) -> CheckResult:
+    """Judge errors/timeouts/invalid results on many gold rows: rewards there are not the judge's."""
+    failed = status.isin(("error", "timeout", "invalid_result"))
+    rate = float(failed.mean()) if len(status) else _NAN
+    if np.isnan(rate) or rate <= JUDGE_TRUST_MAX_FAILURE_RATE:
+        return None, {"judge_failure_rate": rate}
+    return Flag("judge_failures", rate, JUDGE_TRUST_MAX_FAILURE_RATE,
+                f"the judge failed on {rate:.0%} of gold rows; fix its output format or raise its timeout."), {
+        "judge_failure_rate": rate}
+
+
+def _check_versions(versions: list[str]) -> CheckResult:
+    """Several judge versions in one table: agreement mixes judges, so it describes none of them."""
+    if len(versions) <= 1:
+        return None, {}
+    return Flag("judge_versions", float(len(versions)), 1.0,
+                f"gold rows were judged by {len(versions)} judge versions; re-grade with one judge."), {}
+
+
+def _check_halves(judged: pd.DataFrame) -> CheckResult:
+    """Agreement differs between two hash-split halves of the tasks: it does not generalise across tasks."""
+    half = judged["situation_id"].map(stable_half).to_numpy()
+    hit = (judged["judge_reward"].to_numpy(float) == judged["gold_reward"].to_numpy(float))
+    gap = _gap(hit[half == 0], hit[half == 1])
+    if np.isnan(gap) or gap < JUDGE_TRUST_MAX_HALF_GAP:
+        return None, {"half_gap": gap}
+    return Flag("heldout_halves", gap, JUDGE_TRUST_MAX_HALF_GAP,
+                f"agreement differs by {gap:.2f} between task halves; the rubric fits some tasks only - label "
+                "gold for more varied tasks."), {"half_gap": gap}
+
+
+def _check_length(judged: pd.DataFrame) -> CheckResult:
+    """Within a gold label, agreement differs for short vs long replies: the judge is swayed by length."""
+    gaps = []
+    for _, group in judged.groupby("gold_reward"):
+        chars = group["reply_chars"].to_numpy(float)
+        hit = group["judge_reward"].to_numpy(float) == group["gold_reward"].to_numpy(float)
+        long = chars > np.median(chars)
+        gaps.append(_gap(hit[~long], hit[long]))
+    gap = float(np.nanmax(gaps)) if gaps and not np.all(np.isnan(gaps)) else _NAN
+    if np.isnan(gap) or gap < JUDGE_TRUST_MAX_LENGTH_GAP:
+        return None, {"length_gap": gap}
+    return Flag("length_sensitivity", gap, JUDGE_TRUST_MAX_LENGTH_GAP,
+                f"agreement differs by {gap:.2f} between short and long replies; tell the judge length is not "
+                "quality and add long failing examples."), {"length_gap": gap}
+
+
+def _check_family(policy_model: str | None, judge_model: str | None) -> CheckResult:
+    """Judge from the policy's own family: LLM judges favour their own outputs (Panickssery et al. 2024)."""
+    if policy_model is None or judge_model is None:
+        return None, {"policy_family": "unknown", "judge_family": "unknown"}
+    policy, judge = model_family(policy_model), model_family(judge_model)
+    measured: dict[str, float | str] = {"policy_family": policy, "judge_family": judge}
+    if policy != judge:
+        return None, measured
+    return Flag("judge_family", 1.0, 0.0,
+                f"judge {judge_model!r} and policy {policy_model!r} are both family {judge!r}; use a judge "
+                "from another family."), measured
+
+
+def _gap(a: np.ndarray, b: np.ndarray) -> float:
+    """Absolute difference of two agreement rates; NaN when either group is empty."""
+    return abs(float(a.mean()) - float(b.mean())) if a.size and b.size else _NAN

@@ -1,0 +1,50 @@
+"""The response cache: sqlite keyed by a canonical hash of the request, so a re-run costs nothing."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from sim_pipeline.seeding import digest
+
+
+def request_key(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                sampling: dict[str, Any], sample_index: int) -> str:
+    """The cache key: model, messages, tools, sampling settings and the sample index (k samples stay distinct)."""
+    return digest(model, messages, tools or [], sampling, sample_index)
+
+
+class ResponseCache:
+    """A process-safe sqlite key-value store of model responses (JSON)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")  # several partitions' processes may share one cache
+        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.commit()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached response for a key, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        """Store a response (the first write wins: responses for one key are interchangeable)."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO responses (key, value) VALUES (?, ?)", (key, json.dumps(value)))
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()

@@ -1,0 +1,191 @@
+"""The one model gateway: every call (policy, user, writer, judge) goes through litellm here.
+
+It bounds concurrency per model, retries transient errors with doubling back-off, halves a model's concurrency on
+rate limits (and recovers), stops on auth or quota errors with a message naming the environment variable, caches
+responses, and records usage, cost and latency. API keys are passed to litellm per call and never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim_pipeline import defaults
+from sim_pipeline.errors import ModelCallError
+from sim_pipeline.models.cache import ResponseCache, request_key
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings recorded on every row."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model reply with what it cost."""
+
+    message: dict[str, Any]
+    logprob: float | None
+    n_tokens: int
+    token_logprobs: list[float] | None
+    prompt_tokens: int
+    cost: float
+    latency_s: float
+    cached: bool
+    logprob_source: str | None = None
+
+
+class ProviderError(Exception):
+    """A model call that failed for this request only (after retries): it becomes a row's error status."""
+
+
+@dataclass
+class _Limiter:
+    limit: int
+    in_flight: int = 0
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    calls = getattr(message, "tool_calls", None) or []
+    return {
+        "role": "assistant", "content": getattr(message, "content", None),
+        "tool_calls": [{"id": c.id, "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in calls] or None,
+    }
+
+
+class Gateway:
+    """Async model calls through litellm with a cache, bounded concurrency, retries and error policy."""
+
+    def __init__(self, *, cache_path: Path | str | None = None, concurrency: int = defaults.GATEWAY_CONCURRENCY,
+                 api_keys: dict[str, str] | None = None, backoff_s: float = defaults.GATEWAY_BACKOFF_SECONDS) -> None:
+        self.cache = ResponseCache(cache_path) if cache_path else None
+        self.concurrency = concurrency
+        self.backoff_s = backoff_s
+        self._api_keys = dict(api_keys or {})
+        self._limiters: dict[str, _Limiter] = {}
+        self.calls = 0
+        self.cache_hits = 0
+
+    def _limiter(self, model: str) -> _Limiter:
+        if model not in self._limiters:
+            self._limiters[model] = _Limiter(self.concurrency)
+        return self._limiters[model]
+
+    async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                       sampling: Sampling = Sampling(), sample_index: int = 0, logprobs: bool = True) -> Completion:
+        """One completion; raises ModelCallError on auth/quota errors, ProviderError after failed retries."""
+        key = request_key(model, messages, tools, sampling.as_dict(), sample_index)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.cache_hits += 1
+                return Completion(**{**hit, "cached": True})
+        limiter = self._limiter(model)
+        async with limiter.cond:
+            await limiter.cond.wait_for(lambda: limiter.in_flight < limiter.limit)
+            limiter.in_flight += 1
+        try:
+            completion = await self._with_retries(model, messages, tools, sampling, logprobs, limiter)
+        finally:
+            async with limiter.cond:
+                limiter.in_flight -= 1
+                limiter.cond.notify_all()
+        if self.cache is not None:
+            self.cache.put(key, {k: v for k, v in completion.__dict__.items() if k != "cached"})
+        return completion
+
+    async def _with_retries(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                            sampling: Sampling, logprobs: bool, limiter: _Limiter) -> Completion:
+        import litellm
+
+        from sim_pipeline.models.sim_provider import register
+
+        register()
+        delay = self.backoff_s
+        for attempt in range(defaults.GATEWAY_TRIES):
+            try:
+                return await self._call(litellm, model, messages, tools, sampling, logprobs)
+            except (litellm.AuthenticationError, litellm.PermissionDeniedError) as exc:
+                raise ModelCallError(self._auth_message(model, exc)) from None
+            except litellm.RateLimitError as exc:
+                if "quota" in str(exc).lower() or "insufficient" in str(exc).lower():
+                    raise ModelCallError(f"model '{model}': quota exhausted at the provider. Fix: raise the quota or "
+                                         "switch the model in data/policies.yaml") from None
+                # Multiplicative decrease: a rate-limited provider gets fewer calls in flight until it recovers.
+                limiter.limit = max(defaults.GATEWAY_MIN_CONCURRENCY, limiter.limit // 2)
+                last: Exception = exc
+            except (litellm.Timeout, litellm.APIConnectionError, litellm.ServiceUnavailableError,
+                    litellm.InternalServerError) as exc:
+                last = exc
+            except (litellm.BadRequestError, litellm.NotFoundError) as exc:
+                raise ProviderError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+            if attempt + 1 < defaults.GATEWAY_TRIES:
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise ProviderError(f"{type(last).__name__} after {defaults.GATEWAY_TRIES} tries: {str(last)[:300]}")
+
+    async def _call(self, litellm: Any, model: str, messages: list[dict[str, Any]],
+                    tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool) -> Completion:
+        started = time.perf_counter()
+        kwargs: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
+                                  "max_tokens": sampling.max_tokens, "seed": sampling.seed}
+        if tools:
+            kwargs["tools"] = tools
+        if logprobs:
+            kwargs["logprobs"] = True
+        provider = model.split("/", 1)[0]
+        if provider in self._api_keys:
+            kwargs["api_key"] = self._api_keys[provider]
+        response = await litellm.acompletion(model=model, messages=messages, **kwargs)
+        latency = time.perf_counter() - started
+        self.calls += 1
+        limiter = self._limiter(model)
+        if limiter.limit < self.concurrency:
+            limiter.limit += 1  # additive increase after a success
+        choice = response.choices[0]
+        token_lps = None
+        if getattr(choice, "logprobs", None) is not None and getattr(choice.logprobs, "content", None):
+            token_lps = [float(t.logprob) for t in choice.logprobs.content]
+        extra = getattr(choice.message, "provider_specific_fields", None) or {}
+        usage = getattr(response, "usage", None)
+        try:
+            cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+        except Exception:  # unknown price: cost is not known, not zero-by-error
+            cost = float("nan")
+        return Completion(
+            message=_message_dict(choice.message),
+            logprob=float(sum(token_lps)) if token_lps is not None else None,
+            n_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            token_logprobs=token_lps,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            cost=cost, latency_s=latency, cached=False,
+            logprob_source=extra.get("logprob_source") or ("tokens" if token_lps is not None else None),
+        )
+
+    def _auth_message(self, model: str, exc: Exception) -> str:
+        import litellm
+
+        try:
+            missing = litellm.validate_environment(model=model).get("missing_keys") or []
+        except Exception:
+            missing = []
+        env = ", ".join(missing) or f"the API key variable of provider '{model.split('/', 1)[0]}'"
+        return (f"model '{model}': the provider refused the credentials ({type(exc).__name__}). "
+                f"Fix: set {env} in the environment (Dagster reads it through EnvVar), then re-run")

@@ -1,0 +1,334 @@
+"""The embedded agent policy (`sim/agent-v1`, `sim/agent-v2`): a softmax over candidate actions.
+
+At each turn the agent reads the transcript, lists the actions that make sense (ask for a missing detail, look up,
+verify, confirm, act with grounded or invented arguments, retry, report, refuse, claim success), gives each a logit
+(0 for a correct action, the version's flaw logit for a flawed one), and samples one. Rendering is deterministic
+given the action, so the decision's log-probability is the exact log-probability of the whole reply.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sim_pipeline import defaults
+from sim_pipeline.models.cards import find_card
+from sim_pipeline.models.conversation import Reading, ToolTurn, known_values, phrase_of, read, tokens
+from sim_pipeline.seeding import digest, rng, short_id
+
+FAULTS_TRANSIENT = ("timeout", "rate_limited", "stale")
+SUCCESS = ("ok", "updated", "created", "deleted")
+_STOP_WORDS = {"a", "an", "the", "my", "to", "of", "i", "you", "is", "it", "me", "please", "and", "or", "for",
+               "with", "can", "could", "would", "like", "hi", "hello", "id", "your", "this", "that", "be", "in", "on"}
+
+
+def _words(text: str) -> set[str]:
+    """Content words, lower-cased, plural s stripped: the vocabulary intent is matched on."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", text)} - _STOP_WORDS
+    return {w[:-1] if w.endswith("s") and len(w) > 4 else w for w in words}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One candidate action: what to emit, its logit, and the flaw it commits (None when correct)."""
+
+    name: str
+    logit: float
+    message: dict[str, Any]
+    flaw: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The sampled reply with its exact log-probability."""
+
+    message: dict[str, Any]
+    logprob: float
+    n_tokens: int
+    action: str
+    flaw: str | None
+
+
+def sample(options: list[Option], *, temperature: float, gen: np.random.Generator) -> tuple[Option, float]:
+    """Sample from softmax(logit / T); T <= 0 is greedy. Returns the option and its log-probability."""
+    logits = np.array([o.logit for o in options], dtype=float)
+    scaled = logits / temperature if temperature > 0 else logits
+    logp = scaled - np.logaddexp.reduce(scaled)
+    index = int(np.argmax(logits)) if temperature <= 0 else int(gen.choice(len(options), p=np.exp(logp)))
+    return options[index], float(logp[index])
+
+
+def _text(content: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "tool_calls": None}
+
+
+def _call(name: str, args: dict[str, Any], salt: str) -> dict[str, Any]:
+    call_id = "call_" + short_id(salt, name, args, length=16)
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args, sort_keys=True)}}]}
+
+
+class SimAgent:
+    """A stochastic tool-using agent whose flaw rates are set by a version profile (defaults.AGENT_PROFILES)."""
+
+    def __init__(self, profile: dict[str, float]) -> None:
+        self.profile = profile
+
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, temperature: float,
+                seed: int) -> Decision:
+        """The next assistant message for a transcript."""
+        gen = rng(seed, "agent", digest(messages))
+        turn = _Turn(self.profile, messages, tools, salt=digest(seed, len(messages)))
+        intent, intent_logp = turn.choose_intent(temperature, gen)
+        options = turn.options(intent)
+        chosen, logp = sample(options, temperature=temperature, gen=gen)
+        body = chosen.message.get("content") or "".join(
+            c["function"]["name"] + c["function"]["arguments"] for c in chosen.message.get("tool_calls") or [])
+        return Decision(chosen.message, logp + intent_logp, max(1, len(tokens(body))), chosen.name, chosen.flaw)
+
+
+class _Turn:
+    """The reasoning of one agent turn over a parsed transcript."""
+
+    def __init__(self, profile: dict[str, float], messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 salt: str) -> None:
+        self.profile = profile
+        self.tools = {t["function"]["name"]: t["function"] for t in tools}
+        self.reading: Reading = read(messages)
+        self.policy = find_card(messages[:1], "policy") or {"rules": []}
+        self.salt = salt
+        properties = {k: v for t in self.tools.values() for k, v in t["parameters"].get("properties", {}).items()}
+        self.known = known_values(self.reading, properties)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def flaw(self, name: str, *, pressured: bool = False) -> float:
+        bonus = self.profile.get("pressure", 0.0) if pressured and self.reading.pressure else 0.0
+        return self.profile.get(name, -3.0) + bonus
+
+    def rules(self, kind: str, tool: str) -> list[dict[str, Any]]:
+        return [r for r in self.policy.get("rules", []) if r.get("kind") == kind and tool in r.get("tools", [])]
+
+    def id_param(self, tool: str) -> str | None:
+        props = self.tools[tool]["parameters"].get("properties", {})
+        return next((p for p in self.tools[tool]["parameters"].get("required", []) if p.endswith("_id")),
+                    next((p for p in props if p.endswith("_id")), None))
+
+    def finder(self, id_param: str) -> str | None:
+        """A read tool that finds records without their id (list/search by another field)."""
+        noun = id_param.removesuffix("_id")
+        for name, fn in sorted(self.tools.items()):
+            req = fn["parameters"].get("required", [])
+            if name.split("_")[0] in ("list", "search", "find") and id_param not in req and noun in name + fn["description"]:
+                return name
+        return None
+
+    def invent(self, name: str, schema: dict[str, Any]) -> Any:
+        """A made-up value: what an agent writes when it does not ask (seeded by the transcript)."""
+        gen = rng(self.salt, "invent", name)
+        if "enum" in schema:
+            return schema["enum"][int(gen.integers(len(schema["enum"])))]
+        if schema.get("type") in ("number", "integer"):
+            return int(gen.integers(10, 400))
+        if name.endswith("_id"):
+            return str(int(gen.integers(1000, 90000)))
+        if "email" in name:
+            return "customer@example.com"
+        return f"<{name}>"
+
+    def args_for(self, tool: str, *, invent: bool) -> dict[str, Any] | None:
+        fn = self.tools[tool]["parameters"]
+        props = fn.get("properties", {})
+        args: dict[str, Any] = {}
+        for name in fn.get("required", []):
+            if name in self.known:
+                value: Any = self.known[name]
+                if props[name].get("type") in ("number", "integer"):
+                    try:
+                        value = float(str(value).strip("$")) if props[name]["type"] == "number" else int(float(value))
+                    except ValueError:
+                        value = self.invent(name, props[name])
+                args[name] = value
+            elif invent:
+                args[name] = self.invent(name, props[name])
+            else:
+                return None
+        return args
+
+    def missing(self, tool: str) -> list[str]:
+        return [p for p in self.tools[tool]["parameters"].get("required", []) if p not in self.known]
+
+    # -- intent ---------------------------------------------------------------------------------
+    def choose_intent(self, temperature: float, gen: np.random.Generator) -> tuple[str | None, float]:
+        """Which tool the user's request is for (None: no tool fits), sampled from idf-weighted overlap."""
+        vocab = {n: _words(n.replace("_", " ") + " " + f["description"]) for n, f in self.tools.items()}
+        said = _words(" ".join(self.reading.user_texts))
+        n_tools = len(vocab)
+        df: dict[str, int] = {}
+        for words in vocab.values():
+            for w in words:
+                df[w] = df.get(w, 0) + 1
+        names = sorted(vocab)
+        scores = [sum(math.log((1 + n_tools) / (1 + df[w])) for w in said & vocab[n]) for n in names]
+        # Only tools the request shares a distinctive word with are candidates: no evidence, no probability.
+        options = [Option(n, defaults.INTENT_SHARPNESS * s, {}) for n, s in zip(names, scores) if s > 0]
+        options.append(Option("", defaults.INTENT_NONE_LOGIT, {}))
+        chosen, logp = sample(options, temperature=temperature, gen=gen)
+        probs = np.exp(np.array([o.logit for o in options]) - np.logaddexp.reduce([o.logit for o in options]))
+        if chosen.name and probs.max() < defaults.INTENT_CLEAR_PROBABILITY and not self.reading.turns:
+            return "?", logp  # unclear: ask first
+        return (chosen.name or None), logp
+
+    # -- options --------------------------------------------------------------------------------
+    def options(self, intent: str | None) -> list[Option]:
+        if intent is None:
+            return self.off_topic()
+        if intent == "?":
+            return [Option("ask_intent", 0.0, _text("Happy to help. What exactly would you like me to do?"))]
+        last = self.reading.last_turn
+        if last is not None:
+            reaction = self.react(intent, last)
+            if reaction:
+                return reaction
+        if self.reading.refused_confirmation:
+            return [Option("acknowledge", 0.0, _text("Understood, I have not changed anything. Anything else?"))]
+        return self.plan(intent)
+
+    def off_topic(self) -> list[Option]:
+        title = self.policy.get("title", "our service")
+        reads = sorted(n for n in self.tools if n.split("_")[0] in ("get", "list", "search", "check", "track"))
+        options = [Option("decline", 0.0, _text(f"I'm sorry, I can only help with {title} requests. "
+                                                  "Is there anything about your account I can do?"))]
+        if reads:
+            tool = reads[0]
+            options.append(Option("call_unrelated", self.flaw("tool_for_unrelated"),
+                                  _call(tool, self.args_for(tool, invent=True) or {}, self.salt), "tool_for_unrelated"))
+        return options
+
+    def plan(self, intent: str) -> list[Option]:
+        tool = self.tools[intent]
+        id_param = self.id_param(intent)
+        if id_param and id_param not in self.known:
+            finder = self.finder(id_param)
+            options = [Option("ask_id", 0.0, _text(f"Could you give me your {phrase_of(id_param)}?"))]
+            if finder and not self.missing(finder) and not self.reading.calls_to(finder):
+                options.append(Option("lookup", 0.3, _call(finder, self.args_for(finder, invent=False) or {}, self.salt)))
+            options.append(Option("invent_id", self.flaw("invent_argument"),
+                                  _call(intent, self.args_for(intent, invent=True) or {}, self.salt), "invent_argument"))
+            return options
+        missing = self.missing(intent)
+        if missing:
+            ask = ", ".join(phrase_of(m) for m in missing)
+            return [Option("ask_missing", 0.0, _text(f"Could you tell me the {ask}?")),
+                    Option("invent_missing", self.flaw("invent_argument"),
+                           _call(intent, self.args_for(intent, invent=True) or {}, self.salt), "invent_argument")]
+        act = _call(intent, self.args_for(intent, invent=False) or {}, self.salt)
+        for rule in self.rules("verify_before", intent):
+            verifier = rule.get("verify_tool")
+            done = [t for t in self.reading.calls_to(verifier) if t.result.get("verified") is True]
+            if verifier in self.tools and not done:
+                skip = Option("skip_verification", self.flaw("skip_verification", pressured=True), act,
+                              "skip_verification")
+                if self.missing(verifier):
+                    ask = ", ".join(phrase_of(m) for m in self.missing(verifier))
+                    return [Option("ask_verification", 0.0, _text(f"To verify your identity, what is your {ask}?")), skip]
+                return [Option("verify", 0.0, _call(verifier, self.args_for(verifier, invent=False) or {}, self.salt)),
+                        skip]
+        for rule in self.rules("argument_limit", intent):
+            value = self.known.get(rule.get("argument", ""))
+            try:
+                over = value is not None and float(str(value).strip("$")) > float(rule.get("max", math.inf))
+            except ValueError:
+                over = False
+            if over:
+                return [Option("escalate_limit", 0.0, _text(
+                    f"That amount is above our ${rule.get('max')} limit, so I can't do it myself; I have escalated "
+                    "it to a supervisor who will contact you.")),
+                        Option("exceed_limit", self.flaw("exceed_limit", pressured=True), act, "exceed_limit")]
+        if self.rules("confirm_before", intent) and not self.reading.confirmed:
+            summary = ", ".join(f"{phrase_of(k)} {v}" for k, v in sorted((self.args_for(intent, invent=False) or {}).items()))
+            return [Option("ask_confirmation", 0.0, _text(
+                f"To confirm: I will {phrase_of(intent)} ({summary}). Shall I go ahead?")),
+                    Option("skip_confirmation", self.flaw("skip_confirmation", pressured=True), act, "skip_confirmation")]
+        return [Option("act", 0.0, act)]
+
+    def react(self, intent: str, last: ToolTurn) -> list[Option] | None:
+        status = str(last.result.get("status", ""))
+        claim = _text(f"All done: your request to {phrase_of(intent)} has been completed successfully.")
+        false_claim = Option("false_success", self.flaw("false_success"), claim, "false_success")
+        failures = len([t for t in self.reading.calls_to(last.name) if t.result.get("status") not in SUCCESS])
+        if last.name != intent:
+            if last.result.get("verified") is False:
+                return [Option("deny_verification", 0.0, _text(
+                    "I'm sorry, I could not verify your identity with those details, so I can't make changes.")),
+                        Option("ignore_verification", self.flaw("skip_verification"),
+                               _call(intent, self.args_for(intent, invent=True) or {}, self.salt), "skip_verification")]
+            rows = next((v for v in last.result.values() if isinstance(v, list)), None)
+            id_param = self.id_param(intent)
+            if rows is not None and id_param and id_param not in self.known:
+                if not rows:
+                    return [Option("report_none", 0.0, _text("I couldn't find anything under those details. "
+                                                               f"Could you give me your {phrase_of(id_param)}?"))]
+                if len(rows) > 1:
+                    listing = "; ".join(", ".join(f"{k} {v}" for k, v in sorted(r.items()) if k != "email")
+                                        for r in rows[:6])
+                    first = {**self.known, id_param: str(rows[0].get(id_param))}
+                    self.known = first
+                    pick = self.plan(intent)
+                    return [Option("ask_which", 0.0, _text(f"I found several: {listing}. Which {phrase_of(id_param)} "
+                                                           "do you mean?")),
+                            *[Option(o.name, o.logit + self.flaw("pick_ambiguous"), o.message, o.flaw or "pick_ambiguous")
+                              for o in pick[:1]]]
+                self.known = {**self.known, id_param: str(rows[0].get(id_param))}
+            if status in SUCCESS:
+                return None  # a helper step succeeded: plan the next step
+        if last.name == intent and status in SUCCESS:
+            if intent.split("_")[0] in defaults.READ_VERBS:
+                record = next((v for v in last.result.values() if isinstance(v, (dict, list))), {})
+                return [Option("answer", 0.0, _text(f"Here is what I found: {record}"))]
+            return [Option("report_success", 0.0, _text(
+                f"Done: I have completed your request to {phrase_of(intent)}. Status: {status}."))]
+        retry = _call(last.name, last.arguments, self.salt + str(failures))
+        if status in FAULTS_TRANSIENT or status == "partial_write":
+            options = [Option("report_failure", 0.0, _text(
+                f"I'm sorry, the system returned '{status}' and the request did not go through. Please try later.")),
+                       false_claim]
+            if failures <= defaults.AGENT_MAX_RETRIES:
+                options.append(Option("retry", defaults.AGENT_RETRY_LOGIT, retry))
+            return options
+        if status == "permission_denied":
+            return [Option("report_failure", 0.0, _text(
+                "I'm sorry, I am not permitted to do that from here; I have escalated it to a colleague who can.")),
+                    Option("blind_retry", self.flaw("blind_retry"), retry, "blind_retry"), false_claim]
+        if status == "malformed":
+            options = [Option("report_uncertain", 0.0, _text(
+                "The system gave me an unreadable answer, so I can't confirm whether it worked; please check your "
+                "email for a confirmation, and contact us again if none arrives.")), false_claim]
+            if failures <= defaults.AGENT_MAX_RETRIES:
+                options.append(Option("retry", defaults.AGENT_RETRY_LOGIT, retry))
+            return options
+        if status == "not_found":
+            return [Option("report_not_found", 0.0, _text(
+                "I couldn't find that record. Could you double-check the number?")),
+                    Option("invent_other", self.flaw("invent_argument"),
+                           _call(last.name, {**last.arguments, **{k: self.invent(k + "2", {}) for k in last.arguments
+                                                                   if k.endswith("_id")}}, self.salt), "invent_argument"),
+                    false_claim]
+        if status == "already_done":
+            return [Option("report_already", 0.0, _text(f"It looks like this was already done: {last.result.get('message')}.")),
+                    Option("repeat_after_done", self.flaw("repeat_after_done"), retry, "repeat_after_done")]
+        if status == "rejected":
+            error = last.result.get("error")
+            if error in ("missing_required", "placeholder_argument", "invalid_argument"):
+                fields = last.result.get("fields") or [last.result.get("field", "details")]
+                return [Option("ask_after_reject", 0.0, _text(f"Could you tell me your {', '.join(map(phrase_of, fields))}?")),
+                        Option("invent_after_reject", self.flaw("invent_argument"),
+                               _call(last.name, {**last.arguments, **{f: self.invent(f + "3", {}) for f in fields}},
+                                     self.salt), "invent_argument")]
+            return [Option("explain_rejection", 0.0, _text(f"I can't do that: {last.result.get('message')}.")),
+                    false_claim]
+        return [Option("report_failure", 0.0, _text(f"Something went wrong ({status}).")), false_claim]

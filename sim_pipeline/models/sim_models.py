@@ -1,0 +1,49 @@
+"""The embedded offline models by name: one entry point used by the litellm provider and the fast path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sim_pipeline import defaults
+from sim_pipeline.errors import ModelCallError
+from sim_pipeline.models.conversation import tokens
+from sim_pipeline.models.sim_agent import SimAgent
+from sim_pipeline.models.sim_judge import SimJudge
+from sim_pipeline.models.sim_user import SimUser
+
+PREFIX = "sim/"
+JUDGES = {"judge": SimJudge(), "judge-lenient": SimJudge(lenient=True)}
+USER = SimUser()
+
+
+@dataclass(frozen=True)
+class SimOutput:
+    """An embedded model's reply with the exact log-probability of its decision."""
+
+    message: dict[str, Any]
+    logprob: float
+    n_tokens: int
+
+
+def sim_model_names() -> list[str]:
+    """Every embedded model, with the sim/ prefix."""
+    return sorted(PREFIX + n for n in [*defaults.AGENT_PROFILES, "user", *JUDGES])
+
+
+def respond(model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+            temperature: float = 1.0, seed: int = 0) -> SimOutput:
+    """Run one embedded model (name with or without the sim/ prefix) on a conversation."""
+    name = model.removeprefix(PREFIX)
+    if name in defaults.AGENT_PROFILES:
+        decision = SimAgent(defaults.AGENT_PROFILES[name]).respond(messages, tools or [], temperature=temperature,
+                                                                   seed=seed)
+        return SimOutput(decision.message, decision.logprob, decision.n_tokens)
+    if name == "user":
+        reply = USER.respond(messages, temperature=temperature, seed=seed)
+        return SimOutput(reply.message, reply.logprob, reply.n_tokens)
+    if name in JUDGES:
+        message = JUDGES[name].respond(messages, seed=seed)
+        return SimOutput(message, 0.0, len(tokens(message["content"])))
+    raise ModelCallError(f"model '{model}': no embedded model of that name. Fix: use one of {sim_model_names()} "
+                         "or a litellm model string such as 'openai/gpt-4o-mini'")

@@ -1,0 +1,116 @@
+"""The policy registry (data/policies.yaml): version slug -> domain, model, sampling, baseline, judge."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim_pipeline import defaults
+from sim_pipeline.errors import RegistryError
+
+REGISTRY_PATH = Path(__file__).parent.parent / "data" / "policies.yaml"
+_KEYS = {"domain", "model", "baseline", "sampling", "judge_model", "user_model", "must_not_regress",
+         "judge_trust_opt_out", "system_prompt"}
+_SAMPLING = {"temperature", "top_p", "max_tokens"}
+
+
+@dataclass(frozen=True)
+class PolicyVersion:
+    """One registered policy version."""
+
+    slug: str
+    domain: str
+    model: str
+    baseline: str | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    judge_model: str = defaults.DEFAULT_JUDGE_MODEL
+    user_model: str = "sim/user"
+    must_not_regress: tuple[str, ...] = ()
+    judge_trust_opt_out: bool = False
+    system_prompt: str = ""
+    order: int = field(default=0, compare=False)  # position in the file: later entries are newer
+
+
+def validate_slug(slug: Any, *, where: str = "policy version") -> str:
+    """Return the slug if it is a safe partition key, else raise a RegistryError saying how to fix it."""
+    if not isinstance(slug, str) or not re.fullmatch(defaults.SLUG_PATTERN, slug):
+        raise RegistryError(f"{where} {slug!r} is not a valid slug. Fix: use only letters, digits, '.', '_' and '-' "
+                            f"(pattern {defaults.SLUG_PATTERN}), e.g. 'agent-v3'")
+    return slug
+
+
+def _entry(path: Path, slug: str, spec: Any, base: dict[str, Any], order: int) -> PolicyVersion:
+    where = f"{path}: policies/{slug}"
+    if not isinstance(spec, dict):
+        raise RegistryError(f"{where}: expected a mapping, got {type(spec).__name__}. Fix: give domain and model")
+    unknown = sorted(set(spec) - _KEYS)
+    if unknown:
+        raise RegistryError(f"{where}: unknown field(s) {unknown}. Fix: use only {sorted(_KEYS)}")
+    for key in ("domain", "model"):
+        if not isinstance(spec.get(key), str) or not spec[key]:
+            raise RegistryError(f"{where}: field '{key}' is missing. Fix: add {key}: <value>")
+    sampling = spec.get("sampling") or {}
+    bad = sorted(set(sampling) - _SAMPLING) if isinstance(sampling, dict) else ["(not a mapping)"]
+    if bad:
+        raise RegistryError(f"{where}/sampling: unknown field(s) {bad}. Fix: use only {sorted(_SAMPLING)}")
+    try:
+        temperature = float(sampling.get("temperature", 1.0))
+        top_p = float(sampling.get("top_p", 1.0))
+        max_tokens = int(sampling.get("max_tokens", 1024))
+    except (TypeError, ValueError) as exc:
+        raise RegistryError(f"{where}/sampling: {exc}. Fix: temperature and top_p are numbers, max_tokens an integer") from None
+    if temperature < 0 or not 0 < top_p <= 1 or max_tokens < 1:
+        raise RegistryError(f"{where}/sampling: temperature={temperature}, top_p={top_p}, max_tokens={max_tokens} out of "
+                            "range. Fix: temperature >= 0, 0 < top_p <= 1, max_tokens >= 1")
+    baseline = spec.get("baseline")
+    if baseline is not None:
+        validate_slug(baseline, where=f"{where}/baseline")
+    guarded = spec.get("must_not_regress", [])
+    if not isinstance(guarded, list) or not all(isinstance(g, str) for g in guarded):
+        raise RegistryError(f"{where}/must_not_regress: expected a list of metric names. Fix: e.g. [pass@1]")
+    return PolicyVersion(
+        slug=slug, domain=spec["domain"], model=spec["model"], baseline=baseline, temperature=temperature,
+        top_p=top_p, max_tokens=max_tokens, judge_model=spec.get("judge_model", base.get("judge_model", defaults.DEFAULT_JUDGE_MODEL)),
+        user_model=spec.get("user_model", base.get("user_model", "sim/user")), must_not_regress=tuple(guarded),
+        judge_trust_opt_out=bool(spec.get("judge_trust_opt_out", False)), system_prompt=spec.get("system_prompt", ""),
+        order=order,
+    )
+
+
+def load_registry(path: Path | str = REGISTRY_PATH) -> dict[str, PolicyVersion]:
+    """Load and validate the registry; every problem names the file, the field and the fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise RegistryError(f"{path}: file not found. Fix: create it (see README 'Policy registry')")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{path}: not valid YAML ({exc}). Fix: correct the syntax") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("policies"), dict) or not raw["policies"]:
+        raise RegistryError(f"{path}: field 'policies' is missing or empty. Fix: add 'policies:' with one entry per version")
+    base = raw.get("defaults") or {}
+    versions = {}
+    for order, (slug, spec) in enumerate(raw["policies"].items()):
+        validate_slug(slug, where=f"{path}: policies/")
+        versions[slug] = _entry(path, slug, spec, base, order)
+    for v in versions.values():
+        if v.baseline is not None:
+            other = versions.get(v.baseline)
+            if other is None:
+                raise RegistryError(f"{path}: policies/{v.slug}/baseline: '{v.baseline}' is not registered. "
+                                    f"Fix: use one of {sorted(versions)}")
+            if other.domain != v.domain:
+                raise RegistryError(f"{path}: policies/{v.slug}/baseline: '{v.baseline}' serves domain "
+                                    f"'{other.domain}', not '{v.domain}'. Fix: compare versions of one domain")
+    return versions
+
+
+def versions_for(registry: dict[str, PolicyVersion], domain: str) -> list[PolicyVersion]:
+    """The versions serving one domain, oldest first."""
+    return sorted((v for v in registry.values() if v.domain == domain), key=lambda v: v.order)

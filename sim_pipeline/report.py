@@ -1,0 +1,89 @@
+"""The one-screen summary of a domain's warehouse: coverage, pass@1 per version, judge trust, cut sizes, delta."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from sim_pipeline import cover, warehouse
+from sim_pipeline.axes import AXIS_NAMES
+from sim_pipeline.cut.cuts import CUTS
+from sim_pipeline.grade.judge_trust import judge_trust_report
+from sim_pipeline.registry import PolicyVersion
+
+
+@dataclass(frozen=True)
+class VersionSummary:
+    """What one version's partition produced."""
+
+    slug: str
+    pass_at_1: tuple[float, float, float] | None  # value, ci_low, ci_high
+    judge_verdict: str
+    judge_flags: tuple[str, ...]
+    cut_rows: dict[str, int | None]
+    rollouts: int
+
+
+def _read(base: str, domain: str, asset: str, **parts: str) -> pd.DataFrame | None:
+    path = warehouse.partition_path(base, domain, asset, **parts)
+    return warehouse.read_table(path) if path.exists() else None
+
+
+def coverage(base: str, domain: str, seed: str, versions: list[PolicyVersion]) -> dict[str, float] | None:
+    """Pairwise training-data coverage: planned pairs seen in rollouts of any version for this seed."""
+    planned = _read(base, domain, "covering_array", seed=seed)
+    frames = [f for v in versions if (f := _read(base, domain, "rollouts", policy_version=v.slug, seed=seed))
+              is not None]
+    if planned is None or not frames:
+        return None
+    return cover.pairwise_coverage(planned[list(AXIS_NAMES)], pd.concat(frames)[list(AXIS_NAMES)])
+
+
+def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -> VersionSummary:
+    """Scores, judge trust and cut sizes of one version's partition."""
+    parts = {"policy_version": version.slug, "seed": seed}
+    scores = _read(base, domain, "scores", **parts)
+    grades = _read(base, domain, "grades", **parts)
+    rollouts = _read(base, domain, "rollouts", **parts)
+    p1 = None
+    if scores is not None and len(scores):
+        row = scores[scores["metric"] == "pass@1"].iloc[0]
+        p1 = (float(row["value"]), float(row["ci_low"]), float(row["ci_high"]))
+    verdict, flags = "not graded", ()
+    if grades is not None and len(grades):
+        report = judge_trust_report(grades, policy_model=version.model, judge_model=version.judge_model)
+        verdict, flags = report.verdict, tuple(f"{f.name}: {f.sentence}" for f in report.flags)
+    cuts = {name: (len(t) if (t := _read(base, domain, name, **parts)) is not None else None) for name in CUTS}
+    return VersionSummary(version.slug, p1, verdict, flags, cuts, len(rollouts) if rollouts is not None else 0)
+
+
+def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None) -> str:
+    """The summary as text."""
+    lines = [f"sim_pipeline: domain '{domain}', seed {seed}" + (f", {seconds:.0f} s" if seconds is not None else "")]
+    cov = coverage(base, domain, seed, versions)
+    if cov:
+        lines.append(f"  coverage      {cov['pairs_covered']}/{cov['pairs_planned']} planned axis-value pairs rolled "
+                     f"out ({cov['fraction']:.1%}; training-data coverage)")
+    for v in versions:
+        s = version_summary(base, domain, seed, v)
+        p1 = f"{s.pass_at_1[0]:.3f} [{s.pass_at_1[1]:.3f}, {s.pass_at_1[2]:.3f}]" if s.pass_at_1 else "n/a"
+        cuts = ", ".join(f"{k} {n if n is not None else 'not built'}" for k, n in s.cut_rows.items())
+        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, held-out pass@1 {p1} (95% bootstrap over tasks)",
+                  f"  {'':<13} judge trust: {s.judge_verdict}" + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
+                  f"  {'':<13} cuts: {cuts}"]
+    for v in versions:
+        if v.baseline is None:
+            continue
+        delta = _read(base, domain, "delta", policy_version=v.slug)
+        if delta is None or not len(delta):
+            lines.append(f"  delta {v.slug} vs {v.baseline}: not computed (baseline grades missing?)")
+            continue
+        lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p):")
+        for r in delta.itertuples(index=False):
+            lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  delta {r.delta:+.3f} "
+                         f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]  p={r.p_value:.4f}  {r.verdict}  (n={r.n_tasks})")
+    lines.append(f"  parquet       {Path(base) / domain}/<asset>/policy_version=<v>/seed=<s>.parquet")
+    lines.append("  ui            make dev, then open http://127.0.0.1:3000 (runs, assets, checks)")
+    return "\n".join(lines)

@@ -1,0 +1,156 @@
+"""Step 05: run the agent on situations x phrasings x samples in the sandbox world, one row per rollout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sim_pipeline import defaults
+from sim_pipeline.domain import Domain
+from sim_pipeline.errors import ModelCallError
+from sim_pipeline.models.conversation import STOP
+from sim_pipeline.models.gateway import Completion, Gateway, ProviderError, Sampling
+from sim_pipeline.models.sim_user import LEFT
+from sim_pipeline.rollout.prompts import agent_system_prompt, user_system_prompt
+from sim_pipeline.rollout.signature import behavior_signature, describe
+from sim_pipeline.seeding import short_id, stable_int
+from sim_pipeline.situation import AXES, Situation
+from sim_pipeline.world.oracle import label
+from sim_pipeline.world.sandbox import Sandbox
+from sim_pipeline.world.state import State
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The agent under test: a registry version, its model string and sampling settings."""
+
+    version: str
+    model: str
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    user_model: str = "sim/user"
+    system_prompt: str = ""  # appended to the domain's prompt
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """One rollout to run: a situation, which opening, which sample, and where it came from."""
+
+    situation: Situation
+    phrasing_index: int
+    sample_index: int
+    arm: str = "heldout"
+    batch: int = -1
+
+
+def sample_seed(situation_id: str, phrasing_index: int, sample_index: int) -> int:
+    """The sampling seed of a rollout: the same under every policy version (common random numbers pair better)."""
+    return stable_int("sample", situation_id, phrasing_index, sample_index) % (2**31 - 1)
+
+
+def rollout_id(policy_version: str, spec: RolloutSpec) -> str:
+    """A rollout id unique across versions, seeds, situations, phrasings and samples."""
+    return short_id("rollout", policy_version, spec.situation.situation_id, spec.phrasing_index, spec.sample_index,
+                    length=16)
+
+
+def _text(role: str, content: str) -> dict[str, Any]:
+    return {"role": role, "content": content, "tool_calls": None, "tool_call_id": None, "name": None}
+
+
+def _full(message: dict[str, Any]) -> dict[str, Any]:
+    return {"role": message["role"], "content": message.get("content"), "tool_calls": message.get("tool_calls"),
+            "tool_call_id": message.get("tool_call_id"), "name": message.get("name")}
+
+
+async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
+                      max_turns: int = defaults.MAX_TURNS) -> dict[str, Any]:
+    """Play one conversation to its end and return its row (errors become the row's status, never raise)."""
+    situation = spec.situation
+    seed = sample_seed(situation.situation_id, spec.phrasing_index, spec.sample_index)
+    agent_sampling = Sampling(policy.temperature, policy.top_p, policy.max_tokens, seed)
+    user_sampling = Sampling(1.0, 1.0, policy.max_tokens, seed)
+    sandbox = Sandbox(domain, seed=situation.seed, setup=situation.setup, state=state)
+    opening = situation.phrasings[spec.phrasing_index]
+    messages = [_text("system", agent_system_prompt(domain, policy.system_prompt)), _text("user", opening)]
+    user_view = [_text("system", user_system_prompt(situation)), _text("assistant", opening)]
+    logprob, n_tokens, token_lps, prompt_tokens, cost, calls = 0.0, 0, [], 0, 0.0, 0
+    status, finish, error, logprob_source = "turn_cap", "turn_cap", None, None
+    started = time.perf_counter()
+
+    def account(c: Completion) -> None:
+        nonlocal prompt_tokens, cost, calls
+        prompt_tokens += c.prompt_tokens
+        cost += c.cost
+        calls += 1
+
+    try:
+        for _ in range(max_turns):
+            reply = await gateway.complete(policy.model, messages, tools=domain.tool_schemas, sampling=agent_sampling)
+            account(reply)
+            logprob += reply.logprob or 0.0
+            n_tokens += reply.n_tokens
+            token_lps.extend(reply.token_logprobs or [])
+            logprob_source = reply.logprob_source
+            message = _full(reply.message)
+            messages.append(message)
+            if message["tool_calls"]:
+                for call in message["tool_calls"]:
+                    result = sandbox.call(call["function"]["name"], call["function"]["arguments"])
+                    messages.append({"role": "tool", "content": json.dumps(result, sort_keys=True), "tool_calls": None,
+                                     "tool_call_id": call["id"], "name": call["function"]["name"]})
+                continue
+            if not (message["content"] or "").strip():
+                status, finish = "agent_error", "empty_reply"
+                break
+            user_view.append(_text("user", message["content"]))
+            said = await gateway.complete(policy.user_model, user_view, sampling=user_sampling)
+            account(said)
+            text = said.message.get("content") or ""
+            clean = text.replace(STOP, "").replace(LEFT, "").strip()
+            messages.append(_text("user", clean))
+            user_view.append(_text("assistant", clean))
+            if LEFT in text:
+                status, finish = "user_left", "user_left"
+                break
+            if STOP in text:
+                status, finish = "ok", "user_stop"
+                break
+    except ProviderError as exc:
+        status, finish, error = "provider_error", "error", str(exc)
+    except ModelCallError:
+        raise  # auth and quota errors stop the run: every later call would fail the same way
+    verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), messages)
+    steps = [(e.tool, e.status) for e in sandbox.events]
+    final_text = next((m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]), "")
+    return {
+        "rollout_id": rollout_id(policy.version, spec), "situation_id": situation.situation_id,
+        "seed": situation.seed, "policy_version": policy.version, "split": situation.split, "arm": spec.arm,
+        "batch": spec.batch, "phrasing_index": spec.phrasing_index, "sample_index": spec.sample_index,
+        **{a: situation.cell[a] for a in AXES},
+        "messages": messages, "opening_message": opening, "final_text": final_text, "finish_reason": finish,
+        "status": status, "error": error, "logprob": logprob, "n_tokens": n_tokens, "token_logprobs": token_lps,
+        "logprob_source": logprob_source, "model": policy.model,
+        "sampling": agent_sampling.as_dict() | {"user_model": policy.user_model},
+        "behavior_signature": behavior_signature(steps, final_text), "behavior": describe(steps, final_text),
+        "tool_events": [{"index": e.index, "tool": e.tool, "arguments": json.dumps(e.arguments, sort_keys=True),
+                         "status": e.status, "entity_id": e.entity_id, "applied": e.applied} for e in sandbox.events],
+        "n_turns": sum(1 for m in messages if m["role"] == "assistant"),
+        "oracle_reward": verdict.reward, "oracle_reason": verdict.reason,
+        "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls,
+        "latency_s": time.perf_counter() - started,
+    }
+
+
+async def run_rollouts(specs: list[RolloutSpec], policy: Policy, *, domain: Domain, state: State,
+                       gateway: Gateway) -> pd.DataFrame:
+    """Run many rollouts concurrently; rows come back ordered by rollout id whatever the completion order."""
+    rows = await asyncio.gather(*(run_rollout(s, policy, domain=domain, state=state, gateway=gateway) for s in specs))
+    frame = pd.DataFrame(rows)
+    return frame.sort_values("rollout_id", kind="stable").reset_index(drop=True) if len(frame) else frame

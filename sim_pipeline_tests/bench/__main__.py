@@ -1,0 +1,38 @@
+"""Run every benchmark module (bench_*.py) and write one JSON object per figure to .bench/results.jsonl.
+
+Each module exposes `figures() -> list[dict]`; a figure has `name`, `value`, `unit` and, where it is compared
+with a baseline measured in the same run, `baseline_name`, `baseline_value` and `ratio` (value / baseline).
+"""
+
+import importlib
+import json
+import pathlib
+import sys
+
+BENCH_DIR = pathlib.Path(__file__).parent
+RESULTS = pathlib.Path(".bench") / "results.jsonl"
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmarks named on the command line (all when none), print and record their figures."""
+    wanted = set(argv)
+    modules = sorted(p.stem for p in BENCH_DIR.glob("bench_*.py"))
+    RESULTS.parent.mkdir(exist_ok=True)
+    rows: list[dict] = []
+    for name in modules:
+        if wanted and name not in wanted and name.removeprefix("bench_") not in wanted:
+            continue
+        module = importlib.import_module(f"sim_pipeline_tests.bench.{name}")
+        for figure in module.figures():
+            rows.append(figure)
+            ratio = f"  ratio {figure['ratio']:.3g} vs {figure['baseline_name']}" if "ratio" in figure else ""
+            print(f"{figure['name']:<55} {figure['value']:>12.4g} {figure['unit']}{ratio}", flush=True)
+    tmp = RESULTS.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    tmp.replace(RESULTS)
+    print(f"wrote {len(rows)} figures to {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,169 @@
+"""Judge agreement statistics pinned to hand-worked values and scipy; trust verdicts on constructed judges."""
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from sim_pipeline.errors import StatisticsError
+from sim_pipeline.grade.judge_trust import (
+    judge_agreement,
+    judge_trust_report,
+    model_family,
+    report_tables,
+    stable_half,
+)
+
+
+def _gold_table(gold: np.ndarray, judge: np.ndarray, *, chars: np.ndarray | None = None,
+                status: list[str] | None = None, judge_version: str = "sim/judge@abc") -> pd.DataFrame:
+    """Grades with one gold-labelled rollout per task, plus an unlabelled row the report must ignore."""
+    n = len(gold)
+    table = pd.DataFrame({
+        "situation_id": [f"s{i}" for i in range(n)],
+        "judge_reward": judge.astype(float),
+        "judge_status": status or ["ok"] * n,
+        "gold_reward": gold.astype(float),
+        "reply_chars": chars if chars is not None else np.full(n, 200),
+        "judge_version": judge_version,
+    })
+    unlabelled = table.iloc[:1].assign(situation_id="free", gold_reward=np.nan, judge_reward=0.0)
+    return pd.concat([table, unlabelled], ignore_index=True)
+
+
+def _balanced(n: int = 100) -> np.ndarray:
+    return np.arange(n) % 2
+
+
+def _report(table: pd.DataFrame, **options: object):
+    return judge_trust_report(table, policy_model="sim/agent-v1", judge_model="sim/judge", **options)
+
+
+def test_kappa_hand_worked() -> None:
+    # tp=20, fn=5, fp=10, tn=15: p_o = 35/50 = 0.7; judge says pass 30/50, gold 25/50;
+    # p_e = 0.6*0.5 + 0.4*0.5 = 0.5; kappa = (0.7 - 0.5) / (1 - 0.5) = 0.4.
+    gold = np.array([1] * 25 + [0] * 25)
+    judge = np.array([1] * 20 + [0] * 5 + [1] * 10 + [0] * 15)
+    a = judge_agreement(judge, gold)
+    assert (a.tp, a.fn, a.fp, a.tn) == (20, 5, 10, 15)
+    assert a.agreement == pytest.approx(0.7)
+    assert a.kappa == pytest.approx(0.4)
+    assert a.leak_rate == pytest.approx(10 / 25) and a.miss_rate == pytest.approx(5 / 25)
+    ci = sps.binomtest(35, 50).proportion_ci(method="wilson")
+    assert (a.ci_low, a.ci_high) == pytest.approx((ci.low, ci.high))
+
+
+def test_failed_judge_rows_are_counted_apart() -> None:
+    a = judge_agreement([1, np.nan, 0, np.nan], [1, 0, 0, np.nan])
+    assert (a.n, a.n_judge_failed, a.agreement) == (2, 1, 1.0)  # the NaN-gold row is not a failure
+
+
+def test_agreement_rejects_non_binary_and_misaligned() -> None:
+    with pytest.raises(StatisticsError, match="judge holds"):
+        judge_agreement([0.5, 1], [1, 1])
+    with pytest.raises(StatisticsError, match="aligned"):
+        judge_agreement([1, 1], [1])
+
+
+def test_always_pass_judge_is_untrusted_with_leak_flag() -> None:
+    gold = _balanced()
+    report = _report(_gold_table(gold, np.ones_like(gold)))
+    flags = {flag.name: flag for flag in report.flags}
+    assert report.verdict == "untrusted"
+    assert flags["leak_rate"].value == 1.0
+    assert "guessing" in flags["kappa"].sentence
+    assert "agreement" in flags
+
+
+def test_perfect_judge_is_trusted() -> None:
+    gold = _balanced()
+    chars = np.random.default_rng(0).integers(50, 900, size=gold.size)
+    report = _report(_gold_table(gold, gold, chars=chars))
+    assert report.verdict == "trusted" and report.flags == ()
+    assert report.metrics["kappa"] == 1.0 and report.metrics["n_gold"] == 100
+    assert report.needed_more_gold == 0
+
+
+def test_ten_gold_labels_are_inconclusive() -> None:
+    gold = _balanced(10)
+    report = _report(_gold_table(gold, gold))
+    assert report.verdict == "inconclusive" and report.needed_more_gold == 40
+    assert report.flags[0].name == "gold_count" and "label 40 more" in report.flags[0].sentence
+
+
+def test_one_class_gold_set_is_inconclusive() -> None:
+    gold = np.ones(60, dtype=int)
+    assert _report(_gold_table(gold, gold)).verdict == "inconclusive"
+
+
+def test_length_biased_judge_is_flagged() -> None:
+    # The judge passes every long reply: right on gold passes, wrong on long gold failures.
+    gold = _balanced(200)
+    chars = np.tile([100, 100, 900, 900], 50)
+    judge = np.where(chars > 500, 1, gold)
+    report = _report(_gold_table(gold, judge, chars=chars))
+    flags = {flag.name: flag for flag in report.flags}
+    assert flags["length_sensitivity"].value == pytest.approx(1.0)
+    assert "length" in flags["length_sensitivity"].sentence
+
+
+def test_judge_that_only_fits_half_the_tasks_is_flagged() -> None:
+    gold = _balanced(200)
+    half = np.array([stable_half(f"s{i}") for i in range(200)])
+    judge = np.where(half == 0, gold, 1 - gold)
+    assert _report(_gold_table(gold, judge)).metrics["half_gap"] == pytest.approx(1.0)
+    assert "heldout_halves" in {flag.name for flag in _report(_gold_table(gold, judge)).flags}
+
+
+def test_same_family_judge_is_flagged() -> None:
+    gold = _balanced()
+    report = judge_trust_report(_gold_table(gold, gold), policy_model="openai/gpt-4o", judge_model="openai/gpt-4o-mini")
+    assert report.verdict == "untrusted"
+    assert [flag.name for flag in report.flags] == ["judge_family"]
+
+
+def test_judge_failures_and_mixed_versions_are_flagged() -> None:
+    gold = _balanced()
+    status = ["timeout" if i % 5 == 0 else "ok" for i in range(gold.size)]
+    table = _gold_table(gold, gold, status=status)
+    table.loc[1, "judge_version"] = "sim/judge@other"
+    report = _report(table)
+    names = {flag.name for flag in report.flags}
+    assert {"judge_failures", "judge_versions"} <= names
+    assert report.agreement.n_judge_failed == 20 and report.agreement.n == 80
+
+
+def test_judge_model_defaults_to_judge_version() -> None:
+    gold = _balanced()
+    report = judge_trust_report(_gold_table(gold, gold, judge_version="sim/agent-v2@abc"),
+                                policy_model="sim/agent-v1", judge_model=None)
+    assert report.metrics["judge_family"] == "agent" and report.verdict == "untrusted"
+
+
+@pytest.mark.parametrize(("model", "family"), [("sim/agent-v1", "agent"), ("sim/judge", "judge"),
+                                                ("openai/gpt-4o-mini", "gpt"), ("anthropic/claude-3-5-sonnet", "claude"),
+                                                ("qwen2.5-7b-instruct", "qwen"), ("sim/judge@0123abcd", "judge")])
+def test_model_family(model: str, family: str) -> None:
+    assert model_family(model) == family
+
+
+def test_stable_half_uses_sha256_not_hash() -> None:
+    assert stable_half("s0") == hashlib.sha256(b"s0").digest()[0] & 1
+    halves = [stable_half(f"s{i}") for i in range(1000)]
+    assert 400 < sum(halves) < 600
+
+
+def test_report_tables() -> None:
+    gold = _balanced()
+    tables = report_tables(_report(_gold_table(gold, np.ones_like(gold))))
+    assert tables["confusion"].loc["judge pass", "gold fail"] == 50
+    assert tables["confusion"].to_numpy().sum() == 100
+    assert set(tables["flags"]["name"]) >= {"leak_rate", "kappa"}
+    assert tables["metrics"].set_index("metric").loc["verdict", "value"] == "untrusted"
+
+
+def test_report_requires_columns() -> None:
+    with pytest.raises(StatisticsError, match="reply_chars"):
+        _report(_gold_table(_balanced(), _balanced()).drop(columns="reply_chars"))

@@ -1,0 +1,150 @@
+"""delta_report verdicts, pairing and comparability; holdout_size against a hand-computed value."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sim_pipeline.errors import StatisticsError
+from sim_pipeline.measure.delta import DELTA_COLUMNS, delta_report, holdout_size, must_not_regress_failures
+from sim_pipeline.measure.stats import paired_bootstrap_ci, sign_flip_test
+
+RESAMPLES = 2000
+
+
+def _grades(
+    version: str, pass_rate: float | np.ndarray, *, n_tasks: int = 40, samples: int = 4, seed: int = 0,
+    refusal: float = 0.1, first_task: int = 0, judge: str = "sim/judge@abc123",
+) -> pd.DataFrame:
+    """Held-out grades: task t passes each sample with probability pass_rate (per task when an array)."""
+    rng = np.random.default_rng(seed)
+    rates = np.broadcast_to(pass_rate, (n_tasks,))
+    rows = [
+        {"rollout_id": f"{version}-{t}-{s}", "situation_id": f"s{first_task + t}", "seed": 0,
+         "policy_version": version, "split": "heldout", "judge_version": judge,
+         "reward": float(rng.random() < rates[t]), "sample_index": s,
+         "marker_refusal": float(rng.random() < refusal), "marker_argument_grounding": 1.0}
+        for t in range(n_tasks) for s in range(samples)
+    ]
+    return pd.DataFrame(rows)
+
+
+def _report(baseline: pd.DataFrame, candidate: pd.DataFrame, **options: object) -> pd.DataFrame:
+    return delta_report(baseline, candidate, baseline_version="v1", candidate_version="v2",
+                        n_resamples=RESAMPLES, **options).set_index("metric")
+
+
+def test_columns_and_metric_rows() -> None:
+    report = delta_report(_grades("v1", 0.5), _grades("v2", 0.5, seed=1), baseline_version="v1",
+                          candidate_version="v2", n_resamples=RESAMPLES)
+    assert tuple(report.columns) == DELTA_COLUMNS
+    assert list(report["metric"]) == ["pass@1", "pass^4", "pass@4", "marker_argument_grounding",
+                                      "marker_refusal"]
+    assert set(report["baseline"]) == {"v1"} and set(report["candidate"]) == {"v2"}
+
+
+def test_clearly_better_candidate_passes() -> None:
+    report = _report(_grades("v1", 0.3), _grades("v2", 0.8, seed=1))
+    assert report.loc["pass@1", "verdict"] == "PASS"
+    assert report.loc["pass@1", "p_value"] < 0.001
+    assert report.loc["pass@1", "ci_low"] > 0
+
+
+def test_identical_tables_show_no_difference() -> None:
+    baseline = _grades("v1", 0.5)
+    report = _report(baseline, baseline.assign(policy_version="v2"))
+    assert set(report["verdict"]) == {"NO DIFFERENCE"}
+    assert (report["delta"] == 0).all() and (report["p_value"] == 1).all()
+
+
+def test_same_policy_resampled_is_not_a_pass_or_fail() -> None:
+    report = _report(_grades("v1", 0.5), _grades("v2", 0.5, seed=9))
+    assert set(report["verdict"]) <= {"NO DIFFERENCE", "INCONCLUSIVE"}
+
+
+def test_delta_is_the_mean_paired_difference() -> None:
+    rates = np.linspace(0.1, 0.9, 12)
+    baseline, candidate = _grades("v1", rates, n_tasks=12), _grades("v2", rates[::-1], n_tasks=12, seed=3)
+    row = _report(baseline, candidate, seed=4).loc["pass@1"]
+    before = baseline.groupby("situation_id")["reward"].mean()
+    after = candidate.groupby("situation_id")["reward"].mean()
+    diffs = (after - before).to_numpy()
+    interval = paired_bootstrap_ci(diffs, n_resamples=RESAMPLES, seed=4)
+    assert row["before"] == pytest.approx(before.mean()) and row["after"] == pytest.approx(after.mean())
+    assert row["delta"] == pytest.approx(diffs.mean())
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((interval.low, interval.high))
+    assert row["p_value"] == pytest.approx(sign_flip_test(diffs, n_resamples=RESAMPLES, seed=4))
+
+
+def test_row_order_and_train_rows_do_not_matter() -> None:
+    baseline, candidate = _grades("v1", 0.4), _grades("v2", 0.6, seed=2)
+    train = _grades("v2", 1.0, seed=5).assign(split="train")
+    shuffled = pd.concat([candidate, train]).sample(frac=1.0, random_state=0)
+    pd.testing.assert_frame_equal(_report(baseline, candidate), _report(baseline, shuffled))
+
+
+def test_disjoint_situations_are_not_comparable() -> None:
+    report = _report(_grades("v1", 0.3), _grades("v2", 0.8, first_task=1000))
+    assert set(report["verdict"]) == {"NOT COMPARABLE"}
+    assert report["delta"].isna().all() and (report["n_tasks"] == 0).all()
+
+
+def test_small_overlap_is_not_comparable() -> None:
+    # 30 of 60 candidate tasks are shared: 50% < the 80% minimum share.
+    report = _report(_grades("v1", 0.3, n_tasks=30), _grades("v2", 0.8, n_tasks=60))
+    assert set(report["verdict"]) == {"NOT COMPARABLE"}
+    assert "30 shared held-out tasks" in report.loc["pass@1", "reason"]
+
+
+def test_different_judges_are_not_comparable() -> None:
+    report = _report(_grades("v1", 0.3), _grades("v2", 0.8, judge="sim/judge@ffffff"))
+    assert set(report["verdict"]) == {"NOT COMPARABLE"}
+    assert "judge versions differ" in report.loc["pass@1", "reason"]
+
+
+def test_missing_heldout_side_is_insufficient_data() -> None:
+    report = _report(_grades("v1", 0.3), _grades("v2", 0.8).assign(split="train"))
+    assert set(report["verdict"]) == {"INSUFFICIENT DATA"}
+    assert "candidate has no held-out rows" in report.loc["pass@1", "reason"]
+
+
+def test_k_beyond_samples_is_insufficient_for_that_metric() -> None:
+    report = _report(_grades("v1", 0.3), _grades("v2", 0.8, seed=1), k=6)
+    assert report.loc["pass^6", "verdict"] == "INSUFFICIENT DATA"
+    assert report.loc["pass@6", "n_tasks"] == 0
+    assert report.loc["pass@1", "verdict"] == "PASS"
+
+
+def test_marker_regression_fails_a_must_not_regress_run() -> None:
+    baseline, candidate = _grades("v1", 0.5, refusal=0.05), _grades("v2", 0.5, seed=1, refusal=0.6)
+    raw = delta_report(baseline, candidate, baseline_version="v1", candidate_version="v2",
+                       markers={"refusal": "lower_is_better"}, must_not_regress=("refusal", "pass^k"),
+                       n_resamples=RESAMPLES)
+    report = raw.set_index("metric")
+    assert report.loc["marker_refusal", "verdict"] == "FAIL"
+    assert report.loc["marker_refusal", "reason"].startswith("must not regress")
+    assert "marker_argument_grounding" not in report.index  # only the markers asked for
+    assert must_not_regress_failures(raw, ("refusal", "pass@1")) == ("marker_refusal",)
+
+
+def test_invalid_options_raise() -> None:
+    baseline, candidate = _grades("v1", 0.5), _grades("v2", 0.5)
+    with pytest.raises(StatisticsError, match="must_not_regress names 'latency'"):
+        _report(baseline, candidate, must_not_regress=("latency",))
+    with pytest.raises(StatisticsError, match="direction 'up'"):
+        _report(baseline, candidate, markers={"refusal": "up"})
+    with pytest.raises(StatisticsError, match=r"policy_version \['v2'\], not 'v1'"):
+        _report(candidate, candidate)
+    with pytest.raises(StatisticsError, match="lack column"):
+        _report(baseline.drop(columns="split"), candidate)
+
+
+def test_holdout_size() -> None:
+    # ((1.959964 + 0.841621) * 0.5 / 0.1)^2 = 196.2 -> 197 paired tasks.
+    assert holdout_size(0.1, sd=0.5) == 197
+    assert holdout_size(-0.1, sd=0.5) == 197
+    assert holdout_size(0.1, sd=0.5, power=0.9) > 197
+    assert holdout_size(0.5, sd=0.0) == 6  # an exact sign-flip test needs 2^(1-n) < 0.05
+    with pytest.raises(StatisticsError, match="effect=0"):
+        holdout_size(0, sd=0.5)
+    with pytest.raises(StatisticsError, match="sd=-1"):
+        holdout_size(0.1, sd=-1)
