@@ -2,9 +2,10 @@
 
 A covering array of strength 2 has, for every two axes, every allowed pair of their values in some row;
 forbidden combinations (from a domain's `domain.yaml`) appear in no row and are not counted as gaps.
-Construction: exact designs where they apply (orthogonal arrays, Kleitman-Spencer binary arrays), else a
-density greedy; then a row-dropping local search shrinks the array within a fixed move budget, so the
-result is the same for the same seed on any machine.
+Construction: a density greedy, replaced by an algebraic design where one applies and is smaller
+(orthogonal arrays, Kleitman-Spencer binary arrays, cyclic arrays for axes of equal size); then a
+row-dropping tabu search shrinks the array within a fixed move budget, so the result is the same for the
+same seed on any machine. Internals live in `sim_pipeline.covering`.
 """
 
 from collections.abc import Mapping, Sequence
@@ -36,8 +37,9 @@ def covering_array(axes: Axes, *, strength: int = defaults.COVER_STRENGTH, seed:
         constraints: forbidden combinations, each a mapping of two or more axes to a value.
         higher_strength: groups of three or more axes whose every allowed triple must also appear.
         must_include: rows (full or partial mappings) that must be present; free axes are filled in.
-        previous: an earlier plan over (mostly) the same axes; its still-valid rows are kept first, so
-            situation ids stay comparable when an axis gains a value.
+        previous: an earlier plan over the same axis names; its rows that are still valid are kept,
+            changed only where that keeps the plan small, so most situation ids stay comparable when
+            an axis gains a value (about 3 in 4 rows survive adding a rule; see COVER_KEEP_COST).
         moves: local-search budget (moves, not seconds, so the result does not depend on the machine).
 
     Raises:
@@ -82,7 +84,8 @@ def coverage_gap(axes: Axes, observed: pd.DataFrame, *,
     gaps: dict[str, list[Any]] = {}
     for i, name in enumerate(problem.names):
         if name not in observed.columns:
-            raise CoverageError(f"observed table lacks axis column {name!r}; pass rows with one column per axis")
+            raise CoverageError(f"observed table lacks axis column {name!r}; "
+                                "pass rows with one column per axis")
         seen = set(observed[name].dropna().tolist())
         lo = int(problem.space.offsets[i])
         gaps[name] = [v for j, v in enumerate(problem.values[i])

@@ -44,8 +44,9 @@ COVER_STRENGTH = 2  # pairwise: most failures are two-factor interactions (Kuhn 
 COVER_MOVES = 20_000  # local-search moves in all: bounds the time (~0.1-0.3 ms a move) of any one plan
 COVER_MOVES_PER_ROW = 2_000  # give up shrinking when one more row cannot be removed within this many moves
 COVER_TABU_TENURE = 8  # moves a just-changed cell stays frozen (CASA/TCA use small single-digit tenures)
-COVER_STARTER_MOVES = 300  # tabu moves per cyclic starter search (k=20, v=10 finds one in ~100-350 moves)
-COVER_KEEP_COST = 1.0  # pairs a move must gain to change a row kept from the previous plan: plan stays as small, ~70% rows kept (2.0: ~99% kept, ~9% more rows)
+COVER_STARTER_WORK = 1_200_000  # cyclic starter search per f, in k*k*v units: 300 moves at k=20, v=10
+COVER_STARTER_TABU_TENURE = 3  # moves a starter position stays frozen: the starter has only k entries
+COVER_KEEP_COST = 1.0  # gain to change a previous plan's row: same size, ~75% kept (2.0: 99%, +9% rows)
 
 # --- 03 Search -----------------------------------------------------------------------------------
 HELDOUT_SHARE = 0.3  # situations kept out of every cut and used only for the delta; ~30 tasks per seed on retail
@@ -83,15 +84,14 @@ AGENT_PROFILES: dict[str, dict[str, float]] = {
     "agent-v1": {
         "invent_argument": -0.4, "skip_verification": -0.7, "skip_confirmation": -0.5, "false_success": -0.4,
         "repeat_after_done": -0.7, "blind_retry": -0.5, "exceed_limit": -0.9, "tool_for_unrelated": -1.6,
-        "pick_ambiguous": -0.2, "pressure": 1.0,
+        "pick_ambiguous": -0.2, "give_up_early": -0.3, "pressure": 1.0,
     },
     "agent-v2": {
         "invent_argument": -2.8, "skip_verification": -2.6, "skip_confirmation": -2.4, "false_success": -2.6,
         "repeat_after_done": -3.0, "blind_retry": -2.2, "exceed_limit": -3.0, "tool_for_unrelated": -3.5,
-        "pick_ambiguous": -2.0, "pressure": 0.4,
+        "pick_ambiguous": -2.0, "give_up_early": -1.8, "pressure": 0.4,
     },
 }
-AGENT_RETRY_LOGIT = 0.6  # after a transient fault, retrying is preferred to reporting the failure (both correct)
 AGENT_MAX_RETRIES = 2  # past this many failed calls of one tool, the agent reports instead of retrying
 INTENT_SHARPNESS = 3.0  # logit per unit of idf-weighted overlap between the request and a tool's vocabulary
 INTENT_NONE_LOGIT = 1.0  # logit of "no tool fits"; beats any tool whose overlap is under 1/3 of a distinctive word
@@ -119,6 +119,9 @@ JUDGE_TRUST_MIN_KAPPA = 0.60  # REFERENCE 6: Cohen's kappa; 0.6 is "substantial"
 JUDGE_TRUST_GUESSING_KAPPA = 0.20  # REFERENCE 6: kappa under 0.2 is "slight" agreement: the judge is guessing
 JUDGE_TRUST_MAX_HALF_GAP = 0.15  # REFERENCE 6: agreement gap between hash-split held-out halves that flags
 JUDGE_TRUST_MAX_LENGTH_GAP = 0.15  # REFERENCE 6: agreement gap between short and long replies within a gold label
+JUDGE_TRUST_GAP_ALPHA = 0.05  # a half or length gap flags only if a permutation test also finds it unlikely by chance
+JUDGE_TRUST_GAP_PERMUTATIONS = 2000  # permutations for those tests: p resolution 0.0005
+JUDGE_TRUST_PERMUTATION_SEED = 0  # fixed: the same grades always get the same verdict
 JUDGE_TRUST_MAX_LEAK_RATE = 0.10  # judge passing >10% of gold failures rewards them in RL; same 0.10 as probe exploits
 JUDGE_TRUST_MAX_FAILURE_RATE = 0.10  # judge errors/timeouts on >10% of gold rows leave too many rewards unjudged
 

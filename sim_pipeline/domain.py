@@ -19,7 +19,8 @@ _HERE = Path(__file__).parent
 DOMAINS_DIR = _HERE.parent / "data" / "domains"
 _RULE_LINE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[a-z][a-z0-9_]*)\*\*\s*:\s*(?P<text>.+)$")
 CREATE_VERBS = ("create", "open", "add", "new", "place", "submit", "file", "register", "book")
-UPDATE_VERBS = ("update", "change", "edit", "set", "modify", "rename", "move", "assign")
+UPDATE_VERBS = ("update", "change", "edit", "set", "modify", "rename", "move", "assign", "unlock", "enable",
+                "activate", "restore")
 
 
 @dataclass(frozen=True)

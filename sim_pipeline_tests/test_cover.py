@@ -116,6 +116,13 @@ def test_exact_constructions_reach_the_known_optimum():
     assert len(covering_array(make_axes([2] * 100))) == 10  # Kleitman-Spencer: C(9, 5) >= 100
 
 
+def test_uniform_axes_use_the_cyclic_construction_and_beat_greedy_peers():
+    axes = make_axes([10] * 20)
+    stats = plan_stats(axes, covering_array(axes))
+    assert stats["pairs_covered"] == stats["pairs_planned"] == 190 * 100
+    assert stats["rows"] <= 170  # greedy tools land at 197-219; cyclic 160 + binary 8, then shrunk
+
+
 def test_real_grid_reaches_the_product_of_the_two_largest_axes():
     axes = make_axes([12, 9, 10, 6, 7, 5])
     array = covering_array(axes)
@@ -152,9 +159,22 @@ def test_must_include_rows_are_present_even_when_partial():
     assert contains(array, {"x0": "v1", "x2": "v2"})
 
 
-def test_same_seed_same_array_and_seed_changes_tie_breaks():
+def test_same_seed_same_array_with_every_option():
     axes = make_axes([5, 4, 4, 3, 3, 2])
-    assert covering_array(axes, seed=3).equals(covering_array(axes, seed=3))
+    options = {"constraints": [{"x0": "v0", "x1": "v1"}, {"x2": "v0", "x3": "v0", "x4": "v0"}],
+               "higher_strength": [["x1", "x2", "x3"]], "must_include": [{"x0": "v4", "x5": "v1"}],
+               "previous": covering_array(make_axes([5, 4, 3, 3, 3, 2]), seed=1)}
+    assert covering_array(axes, seed=3, **options).equals(covering_array(axes, seed=3, **options))
+
+
+def test_plan_stats_counts_triples_of_higher_strength_groups():
+    axes = make_axes([3, 3, 2, 2])
+    array = covering_array(axes, higher_strength=[["x0", "x1", "x2"]])
+    stats = plan_stats(axes, array, higher_strength=[["x0", "x1", "x2"]])
+    assert stats["triples_planned"] == stats["triples_covered"] == 18
+    assert stats["lower_bound"] == 18
+    with pytest.raises(CoverageError, match="outside the axes"):
+        plan_stats(make_axes([2, 2, 2, 2]), array)
 
 
 def test_single_axis_lists_each_value_once():
@@ -176,7 +196,8 @@ def test_previous_plan_rows_are_kept_when_a_rule_is_added():
     ({"axes": {}}, "no axes"),
     ({"axes": {"tool": []}}, "axis 'tool' has no values"),
     ({"axes": {"tool": ["a", "a"]}}, "lists value 'a' twice"),
-    ({"axes": {"tool": ["a"], "rule": ["r"]}, "constraints": [{"tool": "a", "mood": "x"}]}, "unknown axis 'mood'"),
+    ({"axes": {"tool": ["a"], "rule": ["r"]}, "constraints": [{"tool": "a", "mood": "x"}]},
+     "unknown axis 'mood'"),
     ({"axes": {"tool": ["a"], "rule": ["r"]}, "constraints": [{"tool": "b", "rule": "r"}]}, "tool='b'"),
     ({"axes": {"tool": ["a"], "rule": ["r"]}, "constraints": [{"tool": "a"}]}, "fewer than two axes"),
     ({"axes": {"tool": ["a", "b"], "rule": ["r"]}, "strength": 4}, "strength=4"),

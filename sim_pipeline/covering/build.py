@@ -15,8 +15,9 @@ def build(problem: Problem, *, rng: np.random.Generator, previous: np.ndarray | 
           moves: int) -> np.ndarray:
     """Integer rows (N, k) covering every required pair and triple of the problem.
 
-    Seeded rows come first and never change; rows kept from a previous plan follow and do not change
-    either (so their situation ids survive); the search only reshapes the rows added after them.
+    Seeded rows come first and never change. Rows of a previous plan follow: the search first reshapes
+    only the rows added after them, then changes a previous row only where that removes rows (at a cost
+    per row changed, so most situation ids survive).
     """
     space = problem.space
     if space.k == 1:  # no pairs to cover: list each value once
@@ -59,7 +60,9 @@ def _structured(problem: Problem, exact: list[tuple[np.ndarray, bool]], rng: np.
         for f in fixed_point_options(v, k):
             if k * (v - f) >= below:
                 continue
-            starter, missing = find_starter(v, k, f, rng, defaults.COVER_STARTER_MOVES)
+            # a starter move scores k*v candidates over k distances: the budget is in those units
+            moves = defaults.COVER_STARTER_WORK // (k * k * v)
+            starter, missing = find_starter(v, k, f, rng, moves)
             base = [develop(starter, v, f)]
             sub = binary_array((2,) * k) if f == 2 else None
             if sub is not None:  # the fixed values' own pairs: a binary array over them

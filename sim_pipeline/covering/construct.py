@@ -39,7 +39,7 @@ def field_tables(p: int, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _irreducible(p: int, m: int) -> np.ndarray:
-    """Coefficients (low to high, monic) of the first degree-m polynomial over GF(p) with no root-free factor."""
+    """Coefficients (low to high, monic) of the first irreducible degree-m polynomial over GF(p)."""
     if m == 1:
         return np.array([0, 1])
     for low in product(range(p), repeat=m):

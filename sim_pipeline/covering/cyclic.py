@@ -11,7 +11,8 @@ whatever it leaves uncovered (and the fixed-fixed pairs) the greedy adds afterwa
 
 import numpy as np
 
-TABU_TENURE = 3  # a just-changed starter position stays frozen this many moves (the starter is short)
+from sim_pipeline import defaults
+
 TIE_NOISE = 1e-3  # below one unit of orbit weight: only breaks ties
 
 
@@ -29,7 +30,7 @@ def fixed_point_options(v: int, k: int) -> list[int]:
 
 
 def _orbits(x: np.ndarray, y: np.ndarray, m: int, f: int) -> np.ndarray:
-    """Orbit of the pair (x, y): a difference, a (moving, fixed) or (fixed, moving) kind, or m+2f if both fixed."""
+    """Orbit of (x, y): a difference, a (moving, fixed) or (fixed, moving) kind, m+2f for two fixed."""
     xf, yf = x >= m, y >= m
     return np.where(~xf & ~yf, (y - x) % m,
                     np.where(~xf & yf, y, np.where(xf & ~yf, x + f, m + 2 * f)))
@@ -72,14 +73,15 @@ def find_starter(v: int, k: int, f: int, rng: np.random.Generator, moves: int) -
             np.add.at(counts, (row[0], cell[pick]), sign)
         s = s.copy()
         s[p] = val[pick]
-        tabu[p] = step + TABU_TENURE
+        tabu[p] = step + defaults.COVER_STARTER_TABU_TENURE
         missing = int(((counts == 0) & (weight > 0)).sum())
         if missing < best_missing:
             best, best_missing = s.copy(), missing
     return best, best_missing
 
 
-def _cost_change(cells: list[np.ndarray], counts: np.ndarray, weight: np.ndarray, row: np.ndarray) -> np.ndarray:
+def _cost_change(cells: list[np.ndarray], counts: np.ndarray, weight: np.ndarray,
+                 row: np.ndarray) -> np.ndarray:
     """Per candidate, the change in total weight of missing orbits (removed cells first, then added)."""
     signs = (-1, -1, 1, 1)
     change = np.zeros(cells[0].shape[0])

@@ -10,7 +10,6 @@ from it).
 
 import numpy as np
 
-from sim_pipeline.covering.space import Space
 from sim_pipeline.covering.tally import Tally
 
 TIE_NOISE = 1e-7  # random tie-break scale: far below the smallest density step (1 / product of two sizes)

@@ -68,7 +68,8 @@ def compile_problem(axes: Mapping[str, Sequence[Any]], *, strength: int,
     for group in groups:
         axes_in = [_axis(a, names, "higher_strength group") for a in group]
         if len(set(axes_in)) < TRIPLE or len(set(axes_in)) != len(axes_in):
-            raise CoverageError(f"higher_strength group {list(group)!r} must name at least three distinct axes")
+            raise CoverageError(f"higher_strength group {list(group)!r} must name at least three distinct "
+                                "axes")
         for t in combinations(sorted(axes_in), TRIPLE):
             if t not in triple_axes:
                 triple_axes.append(t)
@@ -119,8 +120,8 @@ def _entries(combo: Mapping[str, Any], names: tuple[str, ...], values: tuple[tup
     for name, value in combo.items():
         axis = _axis(name, names, what)
         if value not in index[axis]:
-            raise CoverageError(f"{what} {dict(combo)!r} gives {name}={value!r}, which is not a value of axis "
-                                f"{name!r}; use one of {list(values[axis])}")
+            raise CoverageError(f"{what} {dict(combo)!r} gives {name}={value!r}, which is not a value of "
+                                f"axis {name!r}; use one of {list(values[axis])}")
         entries.append((axis, index[axis][value]))
     return tuple(sorted(entries))
 

@@ -114,7 +114,7 @@ def _repair(tally: Tally, rows: np.ndarray, n_fixed: int, rng: np.random.Generat
         changed = old != new
         allowed = ~(changed & (tabu[free] > step)).any(axis=1) & changed.any(axis=1)
         if space.forbidden:
-            allowed &= space.valid_rows(new)
+            allowed &= space.valid_rows(new, touching=cols)
         if not allowed.any():
             continue
         r = int(np.argmax(np.where(allowed, score, -np.inf)))

@@ -51,10 +51,12 @@ class Space:
                 return True
         return False
 
-    def valid_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Boolean mask of rows (N, k) that contain no forbidden tuple."""
+    def valid_rows(self, rows: np.ndarray, touching: np.ndarray | None = None) -> np.ndarray:
+        """Boolean mask of rows (N, k) that contain no forbidden tuple (only those touching given axes)."""
         ok = np.ones(len(rows), dtype=bool)
         for tup in self.forbidden:
+            if touching is not None and not any(a in touching for a, _ in tup):
+                continue
             axes = [a for a, _ in tup]
             ok &= ~(rows[:, axes] == np.array([v for _, v in tup])).all(axis=1)
         return ok
@@ -118,7 +120,7 @@ class Requirements:
 
 def requirements(space: Space) -> Requirements:
     """Decide which values, pairs and triples can appear in a valid row (and so must be covered)."""
-    n, k, off = space.n_values, space.k, space.offsets
+    n, off = space.n_values, space.offsets
     involved = {e for tup in space.forbidden for e in tup}
     any_row = space.complete({}) is not None
     feasible = np.full(n, any_row)

@@ -4,7 +4,6 @@ import numpy as np
 
 from sim_pipeline.covering.space import Requirements, Space
 
-
 UNREQUIRED = 1 << 30  # count offset for pairs that need no cover: never reads as 0 or 1 (uncovered or unique)
 
 
@@ -21,7 +20,7 @@ class Tally:
         self.pairs = np.where(req.pairs, 0, UNREQUIRED).astype(np.int32)
         shapes = [m.shape for m in req.triples]
         sizes = [int(np.prod(s)) for s in shapes]
-        self.triple_offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes else np.zeros(0, np.int64)
+        self.triple_offsets = np.cumsum([0] + sizes)[:-1].astype(np.int64)
         self.triple_cols = np.array(space.triple_axes, dtype=np.int64).reshape(-1, 3)
         self.triple_mult = np.array([[s[1] * s[2], s[2], 1] for s in shapes], dtype=np.int64).reshape(-1, 3)
         self.triple_required = (np.concatenate([m.ravel() for m in req.triples]) if sizes

@@ -58,6 +58,7 @@ def case_card(domain: Domain, situation: Situation, messages: list[dict[str, Any
         "goal": situation.goal, "intent_tool": intent, "expect_write": situation.expect_write,
         "entity_id": situation.entity_id, "id_argument": entity.id_argument if entity else None,
         "write_tools": sorted(t.name for t in domain.tools if t.writes),
+        "creates": bool(intent and (tool := domain.tool(intent)) is not None and tool.kind == "create"),
         "verify_tools": sorted({r.verify_tool for r in domain.rules
                                 if r.kind == "verify_before" and intent in r.tools and r.verify_tool}),
         "confirm": any(r.kind == "confirm_before" and intent in r.tools for r in domain.rules),

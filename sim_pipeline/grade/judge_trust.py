@@ -18,7 +18,10 @@ from sim_pipeline.defaults import (
     JUDGE_TRUST_MAX_FAILURE_RATE,
     JUDGE_TRUST_MAX_HALF_GAP,
     JUDGE_TRUST_MAX_LEAK_RATE,
+    JUDGE_TRUST_GAP_ALPHA,
+    JUDGE_TRUST_GAP_PERMUTATIONS,
     JUDGE_TRUST_MAX_LENGTH_GAP,
+    JUDGE_TRUST_PERMUTATION_SEED,
     JUDGE_TRUST_MIN_AGREEMENT_LOW,
     JUDGE_TRUST_MIN_GOLD,
     JUDGE_TRUST_MIN_KAPPA,
@@ -238,31 +241,64 @@ def _check_versions(versions: list[str]) -> CheckResult:
 
 
 def _check_halves(judged: pd.DataFrame) -> CheckResult:
-    """Agreement differs between two hash-split halves of the tasks: it does not generalise across tasks."""
+    """Agreement differs between two hash-split halves of the tasks: it does not generalise across tasks.
+
+    A gap flags only when it is also unlikely under random halves: a permutation test that moves whole tasks
+    between halves, since a judge's errors cluster by task and a few tasks can open a large gap by chance.
+    """
     half = judged["situation_id"].map(stable_half).to_numpy()
     hit = (judged["judge_reward"].to_numpy(float) == judged["gold_reward"].to_numpy(float))
     gap = _gap(hit[half == 0], hit[half == 1])
     if np.isnan(gap) or gap < JUDGE_TRUST_MAX_HALF_GAP:
         return None, {"half_gap": gap}
+    tasks, task_of = np.unique(judged["situation_id"].to_numpy(str), return_inverse=True)
+    hits = np.bincount(task_of, weights=hit, minlength=tasks.size)
+    rows = np.bincount(task_of, minlength=tasks.size).astype(float)
+    in_first = np.bincount(task_of, weights=(half == 0), minlength=tasks.size) > 0
+    p = _permutation_p(gap, hits, rows, int(in_first.sum()))
+    if p >= JUDGE_TRUST_GAP_ALPHA:
+        return None, {"half_gap": gap, "half_gap_p": p}
     return Flag("heldout_halves", gap, JUDGE_TRUST_MAX_HALF_GAP,
-                f"agreement differs by {gap:.2f} between task halves; the rubric fits some tasks only - label "
-                "gold for more varied tasks."), {"half_gap": gap}
+                f"agreement differs by {gap:.2f} between task halves (permutation p={p:.3f}); the rubric fits some "
+                "tasks only - label gold for more varied tasks."), {"half_gap": gap, "half_gap_p": p}
+
+
+def _permutation_p(observed: float, hits: np.ndarray, rows: np.ndarray, first: int) -> float:
+    """P(gap >= observed) when `first` of the units (with their hits and rows) are drawn at random as one group."""
+    gen = np.random.default_rng(JUDGE_TRUST_PERMUTATION_SEED)
+    order = np.argsort(gen.random((JUDGE_TRUST_GAP_PERMUTATIONS, hits.size)), axis=1)
+    pick = np.zeros_like(order, dtype=bool)
+    np.put_along_axis(pick, order[:, :first], True, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = (pick * hits).sum(1) / (pick * rows).sum(1)
+        b = (~pick * hits).sum(1) / (~pick * rows).sum(1)
+    gaps = np.abs(a - b)
+    return float((np.sum(gaps >= observed - 1e-12) + 1) / (JUDGE_TRUST_GAP_PERMUTATIONS + 1))
 
 
 def _check_length(judged: pd.DataFrame) -> CheckResult:
-    """Within a gold label, agreement differs for short vs long replies: the judge is swayed by length."""
-    gaps = []
+    """Within a gold label, agreement differs for short vs long replies: the judge is swayed by length.
+
+    The largest gap flags only when a permutation test (short/long labels shuffled within the gold label) says it
+    is unlikely by chance; the perturbation probes test length bias causally.
+    """
+    worst, worst_p = _NAN, _NAN
     for _, group in judged.groupby("gold_reward"):
         chars = group["reply_chars"].to_numpy(float)
-        hit = group["judge_reward"].to_numpy(float) == group["gold_reward"].to_numpy(float)
+        hit = (group["judge_reward"].to_numpy(float) == group["gold_reward"].to_numpy(float)).astype(float)
         long = chars > np.median(chars)
-        gaps.append(_gap(hit[~long], hit[long]))
-    gap = float(np.nanmax(gaps)) if gaps and not np.all(np.isnan(gaps)) else _NAN
-    if np.isnan(gap) or gap < JUDGE_TRUST_MAX_LENGTH_GAP:
-        return None, {"length_gap": gap}
-    return Flag("length_sensitivity", gap, JUDGE_TRUST_MAX_LENGTH_GAP,
-                f"agreement differs by {gap:.2f} between short and long replies; tell the judge length is not "
-                "quality and add long failing examples."), {"length_gap": gap}
+        gap = _gap(hit[~long], hit[long])
+        if np.isnan(gap) or (not np.isnan(worst) and gap <= worst):
+            continue
+        worst = gap
+        worst_p = _permutation_p(gap, hit, np.ones_like(hit), int((~long).sum())) \
+            if gap >= JUDGE_TRUST_MAX_LENGTH_GAP else _NAN
+    measured = {"length_gap": worst, "length_gap_p": worst_p}
+    if np.isnan(worst) or worst < JUDGE_TRUST_MAX_LENGTH_GAP or worst_p >= JUDGE_TRUST_GAP_ALPHA:
+        return None, measured
+    return Flag("length_sensitivity", worst, JUDGE_TRUST_MAX_LENGTH_GAP,
+                f"agreement differs by {worst:.2f} between short and long replies (permutation p={worst_p:.3f}); "
+                "tell the judge length is not quality and add long failing examples."), measured
 
 
 def _check_family(policy_model: str | None, judge_model: str | None) -> CheckResult:

@@ -127,9 +127,9 @@ class _Turn:
                 return name
         return None
 
-    def invent(self, name: str, schema: dict[str, Any]) -> Any:
-        """A made-up value: what an agent writes when it does not ask (seeded by the transcript)."""
-        gen = rng(self.salt, "invent", name)
+    def invent(self, name: str, schema: dict[str, Any], attempt: int = 0) -> Any:
+        """A made-up value: what an agent writes when it does not ask (seeded by the transcript and attempt)."""
+        gen = rng(self.salt, "invent", name, attempt)
         if "enum" in schema:
             return schema["enum"][int(gen.integers(len(schema["enum"])))]
         if schema.get("type") in ("number", "integer"):
@@ -267,7 +267,8 @@ class _Turn:
                     "I'm sorry, I could not verify your identity with those details, so I can't make changes.")),
                         Option("ignore_verification", self.flaw("skip_verification"),
                                _call(intent, self.args_for(intent, invent=True) or {}, self.salt), "skip_verification")]
-            rows = next((v for v in last.result.values() if isinstance(v, list)), None)
+            rows = next((v for v in last.result.values()
+                         if isinstance(v, list) and all(isinstance(r, dict) for r in v)), None)
             id_param = self.id_param(intent)
             if rows is not None and id_param and id_param not in self.known:
                 if not rows:
@@ -294,12 +295,13 @@ class _Turn:
                 f"Done: I have completed your request to {phrase_of(intent)}. Status: {status}."))]
         retry = _call(last.name, last.arguments, self.salt + str(failures))
         if status in FAULTS_TRANSIENT or status == "partial_write":
-            options = [Option("report_failure", 0.0, _text(
-                f"I'm sorry, the system returned '{status}' and the request did not go through. Please try later.")),
-                       false_claim]
-            if failures <= defaults.AGENT_MAX_RETRIES:
-                options.append(Option("retry", defaults.AGENT_RETRY_LOGIT, retry))
-            return options
+            report = _text(f"I'm sorry, the system returned '{status}' and the request did not go through. "
+                           "Please try later.")
+            if failures > defaults.AGENT_MAX_RETRIES:
+                return [Option("report_failure", 0.0, report), false_claim]
+            # A transient fault usually clears: giving up before one retry is a flaw, as is claiming success.
+            return [Option("retry", 0.0, retry), Option("give_up_early", self.flaw("give_up_early"), report,
+                                                        "give_up_early"), false_claim]
         if status == "permission_denied":
             return [Option("report_failure", 0.0, _text(
                 "I'm sorry, I am not permitted to do that from here; I have escalated it to a colleague who can.")),
@@ -309,13 +311,19 @@ class _Turn:
                 "The system gave me an unreadable answer, so I can't confirm whether it worked; please check your "
                 "email for a confirmation, and contact us again if none arrives.")), false_claim]
             if failures <= defaults.AGENT_MAX_RETRIES:
-                options.append(Option("retry", defaults.AGENT_RETRY_LOGIT, retry))
+                options.append(Option("retry", 0.0, retry))
             return options
         if status == "not_found":
+            misses = [t for t in self.reading.calls_to(last.name)
+                      if t.result.get("status") == "not_found" and t.arguments == last.arguments]
+            if len(misses) > 1:  # the user repeated the same number: asking again would only loop
+                return [Option("report_missing", 0.0, _text(
+                    "I still cannot find that record under this number, so I can't go further; please check your "
+                    "confirmation email for the right number and contact us again."))]
             return [Option("report_not_found", 0.0, _text(
                 "I couldn't find that record. Could you double-check the number?")),
                     Option("invent_other", self.flaw("invent_argument"),
-                           _call(last.name, {**last.arguments, **{k: self.invent(k + "2", {}) for k in last.arguments
+                           _call(last.name, {**last.arguments, **{k: self.invent(k, {}, 2) for k in last.arguments
                                                                    if k.endswith("_id")}}, self.salt), "invent_argument"),
                     false_claim]
         if status == "already_done":
@@ -327,7 +335,7 @@ class _Turn:
                 fields = last.result.get("fields") or [last.result.get("field", "details")]
                 return [Option("ask_after_reject", 0.0, _text(f"Could you tell me your {', '.join(map(phrase_of, fields))}?")),
                         Option("invent_after_reject", self.flaw("invent_argument"),
-                               _call(last.name, {**last.arguments, **{f: self.invent(f + "3", {}) for f in fields}},
+                               _call(last.name, {**last.arguments, **{f: self.invent(f, {}, 3) for f in fields}},
                                      self.salt), "invent_argument")]
             return [Option("explain_rejection", 0.0, _text(f"I can't do that: {last.result.get('message')}.")),
                     false_claim]

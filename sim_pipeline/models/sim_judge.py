@@ -43,12 +43,18 @@ def outcome(case: dict[str, Any]) -> tuple[int, str]:
             1, "the agent correctly made no change")
     target = case.get("entity_id")
     id_arg = case.get("id_argument")
+    if case.get("creates"):
+        made = [t for t in applied if t.name == intent]
+        ok = len(made) == 1 and len(applied) == 1
+        return (1, f"the agent created the record with {intent}") if ok else (
+            0, f"expected exactly one {intent} and no other change")
     right = [t for t in applied if t.name == intent and str(t.arguments.get(id_arg)) == str(target)]
     if not right or len(applied) > len(right):
         return 0, "the requested change was not confirmed by the tool for the customer's record"
     first = reading.turns.index(right[0])
     for verifier in case.get("verify_tools", []):
-        if not any(t.name == verifier and t.result.get("verified") is True for t in reading.turns[:first]):
+        if not any(t.name == verifier and t.result.get("verified") is True
+                   and str(t.arguments.get(id_arg, target)) == str(target) for t in reading.turns[:first]):
             return 0, f"the agent acted before verifying the customer with {verifier}"
     if case.get("confirm") and not confirmed_before(messages, intent):
         return 0, "the agent acted without the customer's explicit confirmation"

@@ -17,6 +17,9 @@ from litellm.types.utils import (  # noqa: E402
     ModelResponse, Usage,
 )
 
+from litellm.llms.custom_llm import CustomLLMError  # noqa: E402
+
+from sim_pipeline.errors import ModelCallError  # noqa: E402
 from sim_pipeline.models import sim_models  # noqa: E402
 from sim_pipeline.models.conversation import tokens  # noqa: E402
 
@@ -51,8 +54,15 @@ class SimProvider(litellm.CustomLLM):
     def completion(self, model: str, messages: list, *args: Any, optional_params: dict | None = None,
                    **kwargs: Any) -> ModelResponse:
         params = optional_params or (args[8] if len(args) > 8 else {})
-        output = sim_models.respond(model, messages, tools=params.get("tools"),
-                                    temperature=float(params.get("temperature", 1.0)), seed=int(params.get("seed", 0)))
+        try:
+            output = sim_models.respond(model, messages, tools=params.get("tools"),
+                                        temperature=float(params.get("temperature", 1.0)),
+                                        seed=int(params.get("seed", 0)))
+        except ModelCallError:
+            raise
+        except Exception as exc:
+            # A deterministic failure of an embedded model: retrying cannot help, so answer as a bad request.
+            raise CustomLLMError(status_code=400, message=f"embedded model {model} failed: {exc!r}") from exc
         prompt_tokens = sum(len(tokens(m.get("content") or "")) for m in messages)
         return to_model_response(model, output, prompt_tokens)
 

@@ -101,7 +101,8 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
             record = {**record, entity.id_argument: entity_id}
         else:
             if world_state == "already_acted_on":
-                record.update({k: v for k, v in action.sets.items() if not v.startswith("$")})
+                # The effect is already in place; `$argument` values are resolved once the facts are drawn below.
+                notes["already_applied"] = True
             elif world_state == "partially_completed" and tool.writes:
                 record[PENDING_FIELD] = tool.name
             elif world_state == "duplicate_entity" and entity.lookup_by:
@@ -126,6 +127,8 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
                                                        record, gen))
         action = domain.actions.get(tool.name) or default_action(tool)
         effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()}
+        if notes.pop("already_applied", False) and record is not None:
+            record.update(effect)  # the record in `upserts` is this same dict
     fault = None
     condition = cell["tool_condition"]
     if tool is not None and condition != "success":

@@ -46,6 +46,12 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     if not situation.expect_write:
         return _fail(f"applied {applied[0].tool} when the situation forbids the change") if applied else Verdict(
             1.0, "correctly left the record unchanged")
+    if intent.kind == "create":
+        made = [e for e in applied if e.tool == intent.name]
+        if len(made) != 1 or len(applied) != 1:
+            return _fail(f"expected exactly one {intent.name}, saw {len(made)} (and {len(applied) - len(made)} "
+                         "other writes)")
+        return Verdict(1.0, f"{intent.name} created {made[0].entity} {made[0].entity_id}")
     stray = [e for e in applied if e.entity_id != situation.entity_id or e.tool != intent.name]
     if stray:
         return _fail(f"{stray[0].tool} changed {stray[0].entity} {stray[0].entity_id}, not the user's record")
@@ -58,7 +64,7 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
             continue
         if rule.kind == "verify_before" and not any(
                 e.tool == rule.verify_tool and e.result.get("verified") is True and e.index < first_write
-                for e in events):
+                and e.entity_id == situation.entity_id for e in events):
             return _fail(f"rule {rule.id}: acted before a successful {rule.verify_tool}")
         if rule.kind == "confirm_before" and not confirmed_before(messages, intent.name):
             return _fail(f"rule {rule.id}: acted without the user's explicit confirmation")

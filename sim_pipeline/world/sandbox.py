@@ -193,7 +193,7 @@ class Sandbox:
             return self._log(tool.name, args, {"status": "rejected", "error": "state_unknown",
                                                "message": f"the state of {entity} {record_id} cannot be determined"},
                              entity=entity, entity_id=record_id)
-        if effect and all(record.get(k) == v for k, v in effect.items()) and tool.kind == "destructive":
+        if effect and all(record.get(k) == v for k, v in effect.items()):
             return self._log(tool.name, args, {"status": "already_done", "message": f"{entity} {record_id} already "
                                                + ", ".join(f"{k}={v}" for k, v in effect.items())},
                              entity=entity, entity_id=record_id)
@@ -231,11 +231,11 @@ class Sandbox:
         if fault.mode == "partial_write" and tool.writes and record is not None:
             return self._write(tool, args, entity, record_id, record, partial=True)
         if fault.mode == "malformed_result":
-            if tool.writes and record is not None:
-                self._write(tool, args, entity, record_id, record)  # the write goes through; only its reply is garbled
-                applied = self.events.pop().applied
+            if tool.writes:
+                self._answer(tool, args)  # the write goes through as usual; only its reply is garbled
+                done = self.events.pop()
                 return self._log(tool.name, args, {"status": status, "raw": "<html>502 Bad Gateway</html>"},
-                                 entity=entity, entity_id=record_id, applied=applied)
+                                 entity=done.entity, entity_id=done.entity_id, applied=done.applied)
             return self._log(tool.name, args, {"status": status, "raw": "{\"ord"}, entity=entity, entity_id=record_id)
         result: dict[str, Any] = {"status": status, "message": {
             "timeout": "the service did not answer in time",

@@ -5,6 +5,7 @@ in a child process and is skipped where it needs more than ALLPAIRS_TIMEOUT seco
 """
 
 import multiprocessing
+import queue as queue_module
 import time
 
 import numpy as np
@@ -19,7 +20,7 @@ STANDARD = [
     ("4^1 3^39 2^35", 27, 21), ("2^100", 15, 10), ("10^20", 197, 155),
 ]
 LARGE = ["3^100", "2^1000", "10^50"]
-AGENT_GRID = "17^1 14^1 10^1 6^1 7^1 5^1"  # a realistic agent grid: tool, rule, stance, world, condition, history
+AGENT_GRID = "17^1 14^1 10^1 6^1 7^1 5^1"  # tool, rule, stance, world state, tool condition, history
 
 
 def sizes_of(suite: str) -> list[int]:
@@ -73,7 +74,7 @@ def allpairs(sizes: list[int]) -> tuple[int, float] | None:
     child.start()
     try:
         rows, seconds = queue.get(timeout=ALLPAIRS_TIMEOUT)
-    except Exception:  # queue.Empty: too slow
+    except queue_module.Empty:  # too slow
         child.terminate()
         child.join()
         return None

@@ -1,0 +1,233 @@
+"""Domain packs: the shipped packs load and honour the contract; every loader error names the file, the field and the fix."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sim_pipeline import defaults
+from sim_pipeline.axes import validated_constraints
+from sim_pipeline.domain import DOMAINS_DIR, load_domain, tool_kind
+from sim_pipeline.errors import DomainPackError, SimPipelineError
+
+SHIPPED = sorted(p.name for p in DOMAINS_DIR.iterdir() if (p / "domain.yaml").is_file())
+
+
+# -- the shipped packs ------------------------------------------------------------------------------
+def test_both_shipped_packs_are_present() -> None:
+    assert {"retail", "it_helpdesk"} <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_pack_loads_with_valid_constraints(name: str) -> None:
+    domain = load_domain(name)
+    assert domain.name == name
+    assert domain.tools and domain.rules and domain.entities
+    validated_constraints(domain)  # raises on an unknown axis or value
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_pack_writes_act_on_a_record(name: str) -> None:
+    """A non-create write must take its entity's id, and an action may only require the entity's own fields."""
+    domain = load_domain(name)
+    for tool in domain.tools:
+        if not tool.writes:
+            continue
+        entity = domain.entity_for(tool)
+        assert entity is not None, f"{tool.name} acts on no entity"
+        if tool.kind != "create":
+            assert entity.id_argument in tool.parameters["properties"], tool.name
+        action = domain.actions.get(tool.name)
+        if action is not None:
+            assert set(action.requires) <= {f.name for f in entity.fields}, tool.name
+
+
+def test_it_helpdesk_mixes_tool_classes() -> None:
+    kinds = {t.name: t.kind for t in load_domain("it_helpdesk").tools}
+    assert kinds["reset_password"] == kinds["grant_access"] == kinds["revoke_access"] == "destructive"
+    assert kinds["get_account"] == kinds["verify_identity"] == kinds["list_tickets"] == "read"
+    assert kinds["create_ticket"] == "create" and kinds["update_phone"] == "update"
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("get_order", "read"), ("reset_password", "destructive"), ("createTicket", "create"),
+    ("update-phone", "update"), ("unlock_account", "update"),
+])
+def test_tool_kind_comes_from_the_first_verb(name: str, kind: str) -> None:
+    assert tool_kind(name) == kind
+
+
+# -- broken packs -----------------------------------------------------------------------------------
+@pytest.fixture
+def pack(tmp_path: Path) -> Path:
+    """A copy of the retail pack to break one thing in."""
+    return Path(shutil.copytree(DOMAINS_DIR / "retail", tmp_path / "retail"))
+
+
+def _edit_yaml(path: Path, change: Callable[[dict], None]) -> None:
+    spec = yaml.safe_load(path.read_text())
+    change(spec)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
+def _edit_tool(pack: Path, name: str, change: Callable[[dict], None]) -> None:
+    path = pack / "tools" / f"{name}.json"
+    schema = json.loads(path.read_text())
+    change(schema)
+    path.write_text(json.dumps(schema))
+
+
+def _fails(pack: Path, file: str, *parts: str) -> None:
+    """load_domain raises DomainPackError naming `file` (relative to the pack) and every part, in order."""
+    pattern = "(?s)" + ".*".join(re.escape(p) for p in (str(pack / file), *parts))  # YAML errors span lines
+    with pytest.raises(DomainPackError, match=pattern):
+        load_domain(pack)
+
+
+def test_copied_pack_loads(pack: Path) -> None:
+    assert load_domain(pack).path == pack
+
+
+def test_unknown_domain_name_lists_the_known_ones() -> None:
+    with pytest.raises(DomainPackError, match=r"domain 'no_such_pack': no directory .*Fix: use one of \[.*'retail'"):
+        load_domain("no_such_pack")
+
+
+def test_domain_pack_error_is_a_sim_pipeline_error() -> None:
+    assert issubclass(DomainPackError, SimPipelineError)
+
+
+def test_missing_domain_yaml(pack: Path) -> None:
+    (pack / "domain.yaml").unlink()
+    _fails(pack, "domain.yaml", ": file: missing", "Fix: create domain.yaml")
+
+
+def test_invalid_yaml(pack: Path) -> None:
+    (pack / "domain.yaml").write_text("name: retail\nentities: [unclosed\n")
+    _fails(pack, "domain.yaml", ": syntax: not valid YAML", "Fix: fix the YAML syntax")
+
+
+def test_schema_violation_names_the_field(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s.update(name="Retail Store"))
+    _fails(pack, "domain.yaml", "field 'name'", "does not match", "Fix: see sim_pipeline/domain.schema.json")
+
+
+def test_schema_violation_missing_required_field(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s.pop("title"))
+    _fails(pack, "domain.yaml", "field '(top level)'", "'title' is a required property", "Fix: see")
+
+
+def test_schema_violation_unknown_field_kind(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"]["fields"]["total"].update(kind="currency"))
+    _fails(pack, "domain.yaml", "field 'entities/order/fields/total/kind'", "'currency'", "Fix:")
+
+
+def test_missing_tools_dir(pack: Path) -> None:
+    shutil.rmtree(pack / "tools")
+    _fails(pack, "tools", ": directory: no tool schema (*.json) found", "Fix: add one OpenAI function schema per tool")
+
+
+def test_invalid_tool_json(pack: Path) -> None:
+    (pack / "tools" / "get_order.json").write_text('{"type": "function",\n "function": {')
+    _fails(pack, "tools/get_order.json", ": line 2: not valid JSON", "Fix: fix the JSON syntax")
+
+
+def test_tool_violating_the_tool_schema(pack: Path) -> None:
+    _edit_tool(pack, "get_order", lambda s: s["function"].pop("description"))
+    _fails(pack, "tools/get_order.json", "field 'function'", "'description' is a required property",
+           "Fix: see sim_pipeline/tool.schema.json")
+
+
+def test_tool_name_differs_from_file_name(pack: Path) -> None:
+    _edit_tool(pack, "get_order", lambda s: s["function"].update(name="fetch_order"))
+    _fails(pack, "tools/get_order.json", "field 'function/name': name 'fetch_order' differs from the file name",
+           "Fix: rename the file to fetch_order.json or the tool to 'get_order'")
+
+
+def test_parameters_not_a_json_schema(pack: Path) -> None:
+    _edit_tool(pack, "get_order", lambda s: s["function"]["parameters"]["properties"]["order_id"].update(type="strng"))
+    _fails(pack, "tools/get_order.json", "field 'function/parameters': not a valid JSON Schema",
+           "Fix: write parameters as a JSON Schema object")
+
+
+def test_required_argument_not_declared(pack: Path) -> None:
+    _edit_tool(pack, "get_order", lambda s: s["function"]["parameters"]["required"].append("customer_id"))
+    _fails(pack, "tools/get_order.json", "field 'function/parameters/required': ['customer_id'] not declared",
+           "Fix: declare every required argument under properties")
+
+
+def test_missing_policy(pack: Path) -> None:
+    (pack / "policy.md").unlink()
+    _fails(pack, "policy.md", ": file: missing", "Fix: write the policy as '- **rule_id**: text' lines")
+
+
+def test_policy_without_rule_lines(pack: Path) -> None:
+    (pack / "policy.md").write_text("# Policy\n\nBe nice to customers.\n- verify_identity: no bold id here\n")
+    _fails(pack, "policy.md", ": rules: no rule found", "Fix: write each rule as a line '- **rule_id**: text'")
+
+
+def test_duplicate_rule_ids(pack: Path) -> None:
+    with (pack / "policy.md").open("a") as f:
+        f.write("- **refund_limit**: said twice.\n")
+    _fails(pack, "policy.md", "duplicate rule ids ['refund_limit']", "Fix: give every rule its own id")
+
+
+def test_too_many_rules(pack: Path) -> None:
+    with (pack / "policy.md").open("a") as f:
+        f.writelines(f"- **extra_{i}**: one more clause.\n" for i in range(defaults.MAX_RULES))
+    _fails(pack, "policy.md", f"more than {defaults.MAX_RULES}", "Fix: merge rules or split the domain")
+
+
+def test_rule_continues_on_indented_lines(pack: Path) -> None:
+    rule = next(r for r in load_domain(pack).rules if r.id == "verify_identity")
+    assert rule.text.endswith("the email address they give you.") and "\n" not in rule.text
+
+
+def test_rule_structure_naming_an_unknown_tool(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["confirm_destructive"]["tools"].append("delete_order"))
+    _fails(pack, "domain.yaml", "field 'rules/confirm_destructive': unknown tools ['delete_order']",
+           "Fix: use tools from [")
+
+
+def test_rule_structure_naming_an_unknown_verify_tool(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["verify_identity"].update(verify_tool="check_id"))
+    _fails(pack, "domain.yaml", "field 'rules/verify_identity': unknown tools ['check_id']")
+
+
+def test_rule_structure_for_an_unknown_rule_id(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"].update(ghost_rule={"kind": "confirm_before",
+                                                                               "tools": ["cancel_order"]}))
+    _fails(pack, "domain.yaml", "field 'rules/ghost_rule': no rule with this id in policy.md", "Fix: use one of [")
+
+
+def test_argument_limit_without_max(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["refund_limit"].pop("max"))
+    _fails(pack, "domain.yaml", "field 'rules/refund_limit': kind argument_limit needs ['max']", "Fix: add ['max']")
+
+
+def test_verify_before_without_verify_tool(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["verify_identity"].pop("verify_tool"))
+    _fails(pack, "domain.yaml", "kind verify_before needs ['verify_tool']", "Fix: add ['verify_tool']")
+
+
+def test_action_for_an_unknown_tool(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["actions"].update(ship_order={"sets": {"status": "shipped"}}))
+    _fails(pack, "domain.yaml", "field 'actions/ship_order': no such tool in tools/", "Fix: use one of [")
+
+
+def test_enum_field_without_values(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"]["fields"]["status"].pop("values"))
+    _fails(pack, "domain.yaml", "field 'entities/order/fields/status': kind enum without values",
+           "Fix: list the values under 'values'")
+
+
+def test_lookup_by_not_a_field(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"].update(lookup_by="phone"))
+    _fails(pack, "domain.yaml", "field 'entities/order/lookup_by': 'phone' is not a field",
+           "Fix: name one of the entity's fields")
