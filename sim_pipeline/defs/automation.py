@@ -34,7 +34,7 @@ def nightly_schedule(domain: str) -> dg.ScheduleDefinition:
         if not versions:
             return dg.SkipReason(f"no version of domain '{domain}' is registered")
         newest = versions[-1]
-        date = context.scheduled_execution_time.strftime("%Y-%m-%d") if context.scheduled_execution_time else "now"
+        date = context.scheduled_execution_time.strftime("%Y-%m-%d")
         return [dg.RunRequest(run_key=f"{newest.slug}|{seed}|{date}", partition_key=partition_key(newest.slug, seed))
                 for seed in defaults.SEEDS]
 

@@ -8,6 +8,7 @@ given the action, so the decision's log-probability is the exact log-probability
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -54,13 +55,21 @@ class Decision:
     flaw: str | None
 
 
-def sample(options: list[Option], *, temperature: float, gen: np.random.Generator) -> tuple[Option, float]:
-    """Sample from softmax(logit / T); T <= 0 is greedy. Returns the option and its log-probability."""
-    logits = np.array([o.logit for o in options], dtype=float)
-    scaled = logits / temperature if temperature > 0 else logits
-    logp = scaled - np.logaddexp.reduce(scaled)
-    index = int(np.argmax(logits)) if temperature <= 0 else int(gen.choice(len(options), p=np.exp(logp)))
-    return options[index], float(logp[index])
+def log_probs(logits: list[float], temperature: float) -> np.ndarray:
+    """log softmax(logits / T); at T <= 0 (greedy decoding) the model's own distribution (T = 1)."""
+    scaled = np.asarray(logits, dtype=float) / (temperature if temperature > 0 else 1.0)
+    return scaled - np.logaddexp.reduce(scaled)
+
+
+def pick(logp: np.ndarray, *, temperature: float, gen: np.random.Generator) -> int:
+    """Sample an index from exp(logp); T <= 0 is greedy."""
+    return int(np.argmax(logp)) if temperature <= 0 else int(gen.choice(logp.size, p=np.exp(logp)))
+
+
+def message_key(message: dict[str, Any]) -> str:
+    """What a reply says, without the per-sample tool-call ids: two paths that say the same thing are one output."""
+    calls = [{**c, "id": None} for c in message.get("tool_calls") or []]
+    return json.dumps({**message, "tool_calls": calls}, sort_keys=True)
 
 
 def _text(content: str) -> dict[str, Any]:
@@ -81,15 +90,27 @@ class SimAgent:
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, temperature: float,
                 seed: int) -> Decision:
-        """The next assistant message for a transcript."""
+        """The next assistant message for a transcript, with the exact log-probability of emitting it.
+
+        The reply is drawn in two steps (which tool the request is for, then which action), and several paths can
+        emit the same message, so its log-probability is the log of the sum over every path that emits it.
+        """
         gen = rng(seed, "agent", digest(messages))
-        turn = _Turn(self.profile, messages, tools, salt=digest(seed, len(messages)))
-        intent, intent_logp = turn.choose_intent(temperature, gen)
-        options = turn.options(intent)
-        chosen, logp = sample(options, temperature=temperature, gen=gen)
+        base = _Turn(self.profile, messages, tools, salt=digest(seed, len(messages)))
+        intents = base.intents()
+        intent_logp = log_probs([logit for _, logit in intents], temperature)
+        chosen_intent = base.resolve(intents[pick(intent_logp, temperature=temperature, gen=gen)][0], intents)
+        options = base.fork().options(chosen_intent)
+        chosen = options[pick(log_probs([o.logit for o in options], temperature), temperature=temperature, gen=gen)]
+        key, total = message_key(chosen.message), -np.inf
+        for (intent, _), lp_intent in zip(intents, intent_logp):
+            paths = base.fork().options(base.resolve(intent, intents))
+            for option, lp in zip(paths, log_probs([o.logit for o in paths], temperature)):
+                if message_key(option.message) == key:
+                    total = np.logaddexp(total, lp_intent + lp)
         body = chosen.message.get("content") or "".join(
             c["function"]["name"] + c["function"]["arguments"] for c in chosen.message.get("tool_calls") or [])
-        return Decision(chosen.message, logp + intent_logp, max(1, len(tokens(body))), chosen.name, chosen.flaw)
+        return Decision(chosen.message, float(total), max(1, len(tokens(body))), chosen.name, chosen.flaw)
 
 
 class _Turn:
@@ -163,8 +184,14 @@ class _Turn:
         return [p for p in self.tools[tool]["parameters"].get("required", []) if p not in self.known]
 
     # -- intent ---------------------------------------------------------------------------------
-    def choose_intent(self, temperature: float, gen: np.random.Generator) -> tuple[str | None, float]:
-        """Which tool the user's request is for (None: no tool fits), sampled from idf-weighted overlap."""
+    def fork(self) -> _Turn:
+        """A copy whose working knowledge can change without touching this one."""
+        twin = copy.copy(self)
+        twin.known = dict(self.known)
+        return twin
+
+    def intents(self) -> list[tuple[str | None, float]]:
+        """Candidate intents (a tool name, or None: no tool fits) with logits from idf-weighted word overlap."""
         vocab = {n: _words(n.replace("_", " ") + " " + f["description"]) for n, f in self.tools.items()}
         said = _words(" ".join(self.reading.user_texts))
         n_tools = len(vocab)
@@ -173,15 +200,17 @@ class _Turn:
             for w in words:
                 df[w] = df.get(w, 0) + 1
         names = sorted(vocab)
-        scores = [sum(math.log((1 + n_tools) / (1 + df[w])) for w in said & vocab[n]) for n in names]
+        scores = [sum(math.log((1 + n_tools) / (1 + df[w])) for w in sorted(said & vocab[n])) for n in names]
         # Only tools the request shares a distinctive word with are candidates: no evidence, no probability.
-        options = [Option(n, defaults.INTENT_SHARPNESS * s, {}) for n, s in zip(names, scores) if s > 0]
-        options.append(Option("", defaults.INTENT_NONE_LOGIT, {}))
-        chosen, logp = sample(options, temperature=temperature, gen=gen)
-        probs = np.exp(np.array([o.logit for o in options]) - np.logaddexp.reduce([o.logit for o in options]))
-        if chosen.name and probs.max() < defaults.INTENT_CLEAR_PROBABILITY and not self.reading.turns:
-            return "?", logp  # unclear: ask first
-        return (chosen.name or None), logp
+        found: list[tuple[str | None, float]] = [(n, defaults.INTENT_SHARPNESS * s) for n, s in zip(names, scores) if s > 0]
+        return [*found, (None, defaults.INTENT_NONE_LOGIT)]
+
+    def resolve(self, intent: str | None, intents: list[tuple[str | None, float]]) -> str | None:
+        """A tool intent becomes '?' (ask what the user wants) while no tool is clearly meant and nothing was done."""
+        top = float(np.exp(np.max(log_probs([logit for _, logit in intents], 1.0))))
+        if intent is not None and top < defaults.INTENT_CLEAR_PROBABILITY and not self.reading.turns:
+            return "?"
+        return intent
 
     # -- options --------------------------------------------------------------------------------
     def options(self, intent: str | None) -> list[Option]:
