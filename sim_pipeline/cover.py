@@ -122,3 +122,14 @@ def plan_stats(axes: Axes, array: pd.DataFrame, *, constraints: Sequence[Combina
     return {"rows": len(rows), "pairs_planned": int(np.triu(req.pairs).sum()),
             "pairs_covered": int(np.triu(req.pairs & covered).sum()), "lower_bound": int(bound),
             "triples_planned": triples_planned, "triples_covered": triples_covered}
+
+
+def rows_kept(previous: pd.DataFrame | None, current: pd.DataFrame) -> float | None:
+    """Share of the previous plan's rows present verbatim in the current one (None without a previous plan)."""
+    if previous is None or not len(previous):
+        return None
+    columns = [c for c in previous.columns if c in current.columns]
+    if len(columns) != len(previous.columns):
+        return 0.0
+    matched = previous.merge(current[columns].drop_duplicates(), on=columns, how="inner")
+    return round(len(matched) / len(previous), 4)

@@ -243,3 +243,14 @@ def test_coverage_gap_lists_unexercised_values_but_not_impossible_ones():
     assert coverage_gap(axes, observed, constraints=forbid)["tool"] == ["refund"]
     with pytest.raises(CoverageError, match="lacks axis column 'stance'"):
         coverage_gap(axes, observed.drop(columns="stance"))
+
+
+def test_rows_kept_measures_plan_stability():
+    from sim_pipeline.cover import rows_kept
+
+    axes = {"a": ["x", "y", "z"], "b": ["1", "2", "3"], "c": ["p", "q"]}
+    old = covering_array(axes, seed=0)
+    assert rows_kept(None, old) is None
+    assert rows_kept(old, covering_array(axes, seed=0, previous=old)) == 1.0
+    grown = covering_array({**axes, "a": ["x", "y", "z", "w"]}, seed=0, previous=old)
+    assert 0.5 <= rows_kept(old, grown) <= 1.0

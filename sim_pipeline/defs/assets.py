@@ -76,13 +76,17 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
                                           "grid_size": int(pd.Series(counts).prod())})
 
     @dg.asset(key=key("covering_array"), group_name=group, partitions_def=SEED, deps=[key("axes")],
-              description="Step 02. Planned cells: every allowed pair of axis values appears in at least one row.")
-    def covering_array(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
+              description=("Step 02. Planned cells: every allowed pair of axis values appears in at least one row. "
+                           "The previous plan's still-valid rows are kept, so situation ids survive a new rule."))
+    def covering_array(context: dg.AssetExecutionContext, store: WarehouseResource) -> dg.Output[pd.DataFrame]:
         values, constraints = axis_values(domain), validated_constraints(domain)
+        previous = store.read_one(name, "covering_array", seed=context.partition_key)
         started = time.perf_counter()
-        cells = cover.covering_array(values, seed=int(context.partition_key), constraints=constraints)
+        cells = cover.covering_array(values, seed=int(context.partition_key), constraints=constraints,
+                                     previous=previous)
         stats = cover.plan_stats(values, cells, constraints=constraints)
-        return dg.Output(cells, metadata={**{k: int(v) for k, v in stats.items()},
+        kept = cover.rows_kept(previous, cells)
+        return dg.Output(cells, metadata={**{k: int(v) for k, v in stats.items()}, "kept_from_previous": kept,
                                           "seconds": round(time.perf_counter() - started, 3)})
 
     @dg.asset(key=key("world"), group_name=group, partitions_def=SEED,

@@ -60,6 +60,11 @@ class WarehouseResource(dg.ConfigurableResource):
 
     base_path: str = "data/warehouse"
 
+    def read_one(self, domain: str, asset: str, **parts: str) -> pd.DataFrame | None:
+        """One materialized partition, or None when it does not exist yet."""
+        path = warehouse.partition_path(self.base_path, domain, asset, **parts)
+        return warehouse.read_table(path) if path.exists() else None
+
     def read_versions(self, domain: str, asset: str, policy_version: str) -> tuple[pd.DataFrame, list[str]]:
         """Every seed's partition of one version; also the seeds found."""
         paths = [warehouse.partition_path(self.base_path, domain, asset, policy_version=policy_version, seed=s)
