@@ -53,23 +53,47 @@ HELDOUT_SHARE = 0.3  # situations kept out of every cut and used only for the de
 LIMIT_OVER_FACTOR = 1.3  # an amount 30% over a policy limit: clearly over, still a plausible order
 LIMIT_UNDER_FACTOR = 0.6  # an amount comfortably under a policy limit, so the limit does not bind by accident
 N_PHRASINGS = 1  # openings per situation in the default (explore/eval) run
+ROLLOUT_MODES: dict[str, tuple[int, int, int]] = {
+    "explore": (1, 1, 0),  # n phrasings, k samples, probe: one look at every situation, cheapest
+    "sft": (3, 4, 0),  # several phrasings and samples: more passing conversations to imitate (REFERENCE 5)
+    "rl": (1, 8, 2),  # GRPO groups of 8, but only groups whose first 2 samples split get the other 6 (REFERENCE 5)
+    "adaptive": (1, 4, 2),  # the default: groups of 4, filled only where the first 2 samples disagree
+}
+DEFAULT_ROLLOUT_MODE = "adaptive"  # cheap enough for `make run`, still yields mixed GRPO groups
 HELDOUT_SAMPLES = 4  # k samples per held-out task: pass^k and pass@k need k > 1; tau-bench reports k up to 8
-TRAIN_SAMPLES = 4  # k samples per train situation: a GRPO group needs k >= 2 to be mixed
 SEARCH_BATCH_SITUATIONS = 8  # situations drawn per search batch: small enough for weights to react
 SEARCH_BUDGET_ROWS = 400  # train rollouts per partition before the search stops on budget
 SEARCH_SATURATION_YIELD = 0.02  # a batch below this novelty yield is flat (REFERENCE 3)
 SEARCH_SATURATION_PATIENCE = 3  # flat batches in a row that stop the search (the reference only predicts at 12)
 
 # --- 04 World ------------------------------------------------------------------------------------
+WORLD_FAULT_RATE = 1.0  # chance a call of the faulted tool fails while hits remain; 1.0 = the reference's "every call"
+WORLD_FAULT_MODES = (
+    "timeout", "malformed_result", "stale_result", "permission_denied", "rate_limited", "partial_write",
+)  # the tool_condition values the world can play (TOOL_CONDITIONS minus success)
+WORLD_LOOKUP_ARGUMENTS = (
+    "email", "username", "user_name", "login", "handle", "phone", "phone_number", "full_name", "name",
+)  # argument names services find records by when no id is given (in priority order)
+WORLD_QUERY_ARGUMENTS = ("query", "q", "search", "keyword", "keywords", "term")  # free-text search: substring match
+WORLD_PATTERN_MAX_REPEAT = 6  # copies an open regex quantifier (+, *, {n,}) draws at most: short, readable values
+WORLD_SCHEMA_MAX_DEPTH = 8  # nesting levels drawn for object/array fields; deeper parts are left null
+WORLD_ID_DRAW_TRIES = 1000  # fresh-id draws before an id space (e.g. an enum of 3 ids) counts as exhausted
+WORLD_PHONE_AREA_CODES = ("212", "312", "415", "617")  # US area codes; the 555 exchange keeps numbers fictional
 WORLD_RECORDS_PER_ENTITY = 40  # enough records that lookups by email return several hits, small enough to snapshot
 WORLD_EXISTS_SHARE = 0.7  # share of ids a user quotes that exist when the situation does not fix it (reference)
 WORLD_SEARCH_HITS = (1, 6)  # records sharing one lookup value (reference: search hits 1..6)
 WORLD_ID_RANGE = (1000, 90000)  # numeric ids are drawn from this half-open range (reference)
 WORLD_DATE_RANGE = ("2022-01-01", "2026-10-31")  # dates fields fall in (reference: 2022-2026)
-WORLD_FIRST_NAMES = ("ana", "ben", "chen", "dara", "eli", "fatima", "gus", "hana", "ivan", "jo", "kemal", "lena")
-WORLD_LAST_NAMES = ("okafor", "silva", "novak", "tanaka", "haddad", "berg", "moreau", "kowalski", "reyes", "lund")
+WORLD_FIRST_NAMES = (
+    "ana", "ben", "chen", "dara", "eli", "fatima", "gus", "hana", "ivan", "jo", "kemal", "lena",
+)  # varied origins, all ASCII: emails built from them stay valid and never look like placeholders
+WORLD_LAST_NAMES = (
+    "okafor", "silva", "novak", "tanaka", "haddad", "berg", "moreau", "kowalski", "reyes", "lund",
+)  # 12 x 10 names x 89 suffixes x 4 domains: lookup values rarely collide by accident
 WORLD_EMAIL_DOMAINS = ("mailbox.org", "fastmail.com", "proton.me", "posteo.net")  # never example.com: that is a placeholder
-WORLD_STREETS = ("Harbor Lane", "Elm Street", "Lake Drive", "Birch Road", "Mill Avenue", "Station Square")
+WORLD_STREETS = (
+    "Harbor Lane", "Elm Street", "Lake Drive", "Birch Road", "Mill Avenue", "Station Square",
+)  # plain street names with no digits, so an address never reads as an id
 WORLD_FAULT_HITS = 1  # calls a transient fault (timeout, rate_limited, stale) fails before the retry goes through
 WORLD_TRANSIENT_RETRY_SUCCEEDS = True  # a retry after a transient fault succeeds, so retrying is rewarded
 WORLD_RETRY_AFTER_SECONDS = 2  # what a rate_limited result tells the agent to wait
@@ -105,6 +129,7 @@ GATEWAY_TRIES = 3  # attempts per call on transient errors (REFERENCE 5)
 GATEWAY_BACKOFF_SECONDS = 0.4  # first back-off, doubling per retry (REFERENCE 5)
 GATEWAY_CONCURRENCY = 16  # model calls in flight per model; providers' default rate tiers sustain this
 GATEWAY_MIN_CONCURRENCY = 1  # the floor a rate-limited model's concurrency falls to
+SECRET_MIN_LENGTH = 8  # environment values this long or longer are redacted from error texts (shorter ones are not keys)
 MODEL_CACHE_FILE = "model_cache.sqlite"  # response cache (under the warehouse's cache directory)
 
 # --- 06 Grade ------------------------------------------------------------------------------------
@@ -113,6 +138,22 @@ CONDUCT_REPEAT_REWARD = 0.5  # a loop that still reached the goal keeps half cre
 JUDGE_TEMPERATURE = 0.0  # judges grade greedily: the same transcript gets the same grade
 DEFAULT_JUDGE_MODEL = "sim/judge"  # the embedded judge; a different family from the sim agents
 JUDGE_SLIP_RATE = 0.03  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
+JUDGE_NOISY_DOUBT_RATE = 0.25  # sim/judge-noisy fails this share of calls at random: kappa falls under 0.6 on ~2/3 pass rates
+JUDGE_LENGTH_BIAS_MID_CHARS = 350.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
+JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~150 chars are almost never swayed
+JUDGE_MAX_TOKENS = 512  # a one- or two-sentence reason and a score fit easily; caps a rambling judge's cost
+JUDGE_STRESS_ROWS = 40  # judged rows re-judged unchanged and with filler: 40 gives a sign test p < 0.001 at 10+ net flips
+JUDGE_PROBE_CASES = 20  # situations per probe: the smallest n at which an exploit rate may flag (REFERENCE 6)
+JUDGE_PROBE_KEYWORDS = 15  # rubric words a keyword-stuffing probe repeats: hits a keyword matcher, stays short
+JUDGE_STRESS_SEED = 0  # seeds which rows and situations the perturbations and probes use
+JUDGE_TRUST_MAX_FLIP_RATE = 0.10  # REFERENCE 6: re-judging an unchanged case flips >= 10% of verdicts: unstable judge
+JUDGE_TRUST_MAX_FILLER_NET = 0.10  # net share of verdicts neutral filler flips (with a sign test) that flags; as probes
+JUDGE_TRUST_MAX_EXPLOIT_RATE = 0.10  # REFERENCE 6: a probe the judge passes >= 10% of the time is an exploitable hack
+JUDGE_TRUST_MIN_PROBES = 20  # REFERENCE 6: below 20 probe verdicts the exploit rate is reported as low power, not flagged
+GOLD_MODEL_LABELLERS: tuple[str, ...] = (
+    "sim/", "openai/", "anthropic/", "gemini/", "vertex_ai/", "bedrock/", "mistral/", "together_ai/", "hosted_vllm/",
+    "ollama/", "gpt-", "o1", "o3", "o4", "claude", "gemini", "llama", "mistral", "mixtral", "qwen", "deepseek", "phi-",
+)  # a gold labeller starting with one of these is a model: model-made labels cannot be gold
 JUDGE_TRUST_MIN_GOLD = 50  # REFERENCE 6: at least 50 gold labels before a judge can be called trusted
 JUDGE_TRUST_MIN_AGREEMENT_LOW = 0.80  # REFERENCE 6: Wilson 95% lower bound of judge-gold agreement
 JUDGE_TRUST_MIN_KAPPA = 0.60  # REFERENCE 6: Cohen's kappa; 0.6 is "substantial" (Landis & Koch 1977)
@@ -126,6 +167,9 @@ JUDGE_TRUST_MAX_LEAK_RATE = 0.10  # judge passing >10% of gold failures rewards 
 JUDGE_TRUST_MAX_FAILURE_RATE = 0.10  # judge errors/timeouts on >10% of gold rows leave too many rewards unjudged
 
 # --- 07 Cut --------------------------------------------------------------------------------------
+EXPORT_DIR = "data/exports"  # where `sim-pipeline export` writes: generated files beside data/warehouse
+VERL_AGENT_NAME = "tool_agent"  # verl picks its multi-turn tool agent loop by this agent_name (verl agentic RL docs)
+VERL_ABILITY = "tool_use"  # verl's free-text task category (`ability`), e.g. "math" in its GSM8K recipe
 PASS_REWARD = 1.0  # full reward is a pass; SFT imitates only passing rollouts (REFERENCE section 7)
 # reward stands: the judge answered, or a conduct rule decided and the judge was skipped
 GRADED_JUDGE_STATUSES: tuple[str, ...] = ("ok", "skipped")
@@ -147,6 +191,12 @@ JUDGE_ONLY_MARKER = "<<judge-only>>"  # wraps judge prompts and rubrics; must ne
 JUDGE_ONLY_PATTERN = r"(?:<<|\[\[)\s*/?\s*judge[-_ ]only\s*(?:>>|\]\])"
 
 # --- 08 Measure ----------------------------------------------------------------------------------
+DELTA_SLICE_MIN_TASKS = 6  # issue 9: smallest slice tested; with 6 paired tasks an exact sign-flip p can reach 2/64 < 0.05
+HACK_SCAN_PERMUTATIONS = 100  # REFERENCE 8: rewards shuffled within task 100 times to set the correlation floor
+HACK_SCAN_FLOOR_QUANTILE = 0.95  # REFERENCE 8: the floor is the 95th percentile of the shuffled top |correlation|
+PASS_CURVE_RESAMPLES = 2_000  # bands on a plot, not a verdict: REFERENCE 8's minimum of 2000 resamples suffices
+PLOT_SIZE_INCHES: tuple[float, float] = (6.4, 4.0)  # matplotlib's default width; shorter so two plots fit one screen
+PLOT_DPI = 100  # 640 x 400 px PNG: readable in the Dagster UI, ~30 KB of base64 metadata per plot
 CI_LEVEL = 0.95  # two-sided confidence level of every interval we report (REFERENCE section 8)
 BOOTSTRAP_RESAMPLES = 10_000  # REFERENCE 8: >= 2000 needed, 10000 preferred (percentile MC error ~0.002 of a rate)
 PERMUTATION_RESAMPLES = 10_000  # random sign flips when exact enumeration is too large; p resolution 1e-4
@@ -157,7 +207,7 @@ MIN_BOOTSTRAP_N = 2  # one task has no spread to resample: its interval is NaN r
 DELTA_MIN_SHARED_TASKS = 10  # below this a paired delta is not comparable (sign-flip p cannot go below 2/2^n)
 DELTA_MIN_SHARED_SHARE = 0.8  # shared tasks must be >= 80% of each side's held-out tasks, else the task mixes differ
 DELTA_EQUIVALENCE_MARGIN = 0.05  # |delta| under 5 points of a rate is no meaningful difference (equivalence bound)
-DELTA_ALPHA = 0.05  # two-sided significance level for holdout_size; matches the 95% intervals
+DELTA_ALPHA = 0.05  # two-sided level: a PASS/FAIL also needs sign-flip p below it; holdout_size; matches 95% intervals
 DELTA_POWER = 0.8  # conventional power for holdout_size (Cohen 1988)
 DELTA_MARKER_DIRECTIONS: dict[str, str] = {
     "argument_grounding": "higher_is_better",

@@ -27,3 +27,11 @@ class StatisticsError(SimPipelineError):
 
 class CutError(SimPipelineError):
     """A training cut cannot be built or gated from its inputs (missing columns, bad option)."""
+
+
+class WorldError(SimPipelineError):
+    """Tool schemas, world options or a world setup cannot build a sandbox world."""
+
+
+class ExportError(CutError):
+    """A cut cannot be exported to a trainer's format (missing partitions, refused by the publish gate, bad format)."""

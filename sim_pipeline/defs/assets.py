@@ -101,7 +101,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
     def situations(context: dg.AssetExecutionContext, simulation: SimulationResource, covering_array: pd.DataFrame,
                    world: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         table = build_situations(domain, state_from_table(world), covering_array, seed=int(context.partition_key),
-                                 n_phrasings=max(simulation.n_phrasings, 1))
+                                 n_phrasings=simulation.settings().n_phrasings)
         return dg.Output(table, metadata={"situations": len(table),
                                           "split": dg.MetadataValue.json(table["split"].value_counts().to_dict())})
 

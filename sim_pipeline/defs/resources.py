@@ -23,6 +23,7 @@ class ModelGatewayResource(dg.ConfigurableResource):
 
     concurrency: int = defaults.GATEWAY_CONCURRENCY
     cache_dir: str | None = "data/cache"
+    fast_path: bool = False  # run sim/ models in-process (same rows as through litellm, less overhead)
     openai_api_key: str | None = None
     anthropic_api_key: str | None = None
     gemini_api_key: str | None = None
@@ -33,7 +34,7 @@ class ModelGatewayResource(dg.ConfigurableResource):
         """A gateway for one run (its cache is shared across runs)."""
         cache = os.path.join(self.cache_dir, defaults.MODEL_CACHE_FILE) if self.cache_dir else None
         keys = {p: getattr(self, f"{p}_api_key") for p in API_KEY_VARIABLES if getattr(self, f"{p}_api_key")}
-        return Gateway(cache_path=cache, concurrency=self.concurrency, api_keys=keys)
+        return Gateway(cache_path=cache, concurrency=self.concurrency, api_keys=keys, fast_path=self.fast_path)
 
 
 def api_keys_from_environment() -> dict[str, dg.EnvVar]:
@@ -75,15 +76,19 @@ class WarehouseResource(dg.ConfigurableResource):
 
 
 class SimulationResource(dg.ConfigurableResource):
-    """Run sizes: k samples for held-out and train, phrasings per situation, search budget."""
+    """Run sizes: a mode preset (explore, sft, rl, adaptive) with optional overrides, k for held-out tasks, budget."""
 
+    mode: str = defaults.DEFAULT_ROLLOUT_MODE
     heldout_samples: int = defaults.HELDOUT_SAMPLES
-    train_samples: int = defaults.TRAIN_SAMPLES
-    n_phrasings: int = defaults.N_PHRASINGS
+    n_phrasings: int | None = None
+    train_samples: int | None = None
+    probe_samples: int | None = None
     search_batch_situations: int = defaults.SEARCH_BATCH_SITUATIONS
     search_budget_rows: int = defaults.SEARCH_BUDGET_ROWS
 
     def settings(self) -> RolloutSettings:
         """The engine's settings object."""
-        return RolloutSettings(self.heldout_samples, self.train_samples, self.n_phrasings,
-                               SearchSettings(self.search_batch_situations, self.search_budget_rows))
+        return RolloutSettings.for_mode(
+            self.mode, heldout_samples=self.heldout_samples,
+            search=SearchSettings(self.search_batch_situations, self.search_budget_rows),
+            n_phrasings=self.n_phrasings, train_samples=self.train_samples, probe_samples=self.probe_samples)

@@ -4,11 +4,12 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from sim_pipeline.defaults import BOOTSTRAP_RESAMPLES, CI_LEVEL, PASS_REWARD
+from sim_pipeline.defaults import BOOTSTRAP_RESAMPLES, CI_LEVEL, PASS_CURVE_RESAMPLES, PASS_REWARD
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.measure.stats import bootstrap_ci
 
 SCORE_COLUMNS: tuple[str, ...] = ("metric", "value", "ci_low", "ci_high", "n_tasks", "n_rollouts")
+CURVE_COLUMNS: tuple[str, ...] = ("k", "metric", "value", "ci_low", "ci_high", "n_tasks")
 
 
 def pass_at_k(n: ArrayLike, c: ArrayLike, k: ArrayLike) -> float | np.ndarray:
@@ -114,6 +115,33 @@ def score_table(
             }
         )
     return pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
+
+
+def pass_curve(
+    grades: pd.DataFrame,
+    *,
+    k_max: int | None = None,
+    seed: int = 0,
+    n_resamples: int = PASS_CURVE_RESAMPLES,
+    level: float = CI_LEVEL,
+) -> pd.DataFrame:
+    """pass@k and pass^k for k = 1..k_max over tasks, with percentile bootstrap intervals resampling tasks.
+
+    Chen et al. 2021 (pass@k) and Yao et al. 2024 (pass^k); `k_max` defaults to the fewest samples any task
+    has, so every point averages the same tasks. Rows are labelled `pass@k` / `pass^k` with k in its column.
+    """
+    counts = task_counts(grades)
+    k_max = default_k(counts) if k_max is None else k_max
+    _check_k(k_max)
+    n, c = counts["n"].to_numpy(), counts["c"].to_numpy()
+    rows = []
+    for k in range(1, k_max + 1):
+        for metric, estimator in (("pass@k", pass_at_k), ("pass^k", pass_hat_k)):
+            per_task = np.asarray(estimator(n, c, k), dtype=float)
+            interval = bootstrap_ci(per_task, n_resamples=n_resamples, level=level, seed=seed)
+            rows.append({"k": k, "metric": metric, "value": interval.estimate, "ci_low": interval.low,
+                         "ci_high": interval.high, "n_tasks": interval.n})
+    return pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
 
 
 def _counts(

@@ -167,3 +167,18 @@ def confirmed_before(messages: list[dict[str, Any]], tool: str) -> bool:
             confirmed = bool(_AFFIRM.search(text)) and not bool(_NEGATE.search(text.split(".")[0]))
             asked = False
     return confirmed
+
+
+def transcript_digest(messages: list[dict[str, Any]]) -> str:
+    """A hash of what a transcript says, blind to how a client serialized it (missing vs None keys, extra fields).
+
+    Seeds derive from it, so the same conversation draws the same sample through litellm and in-process.
+    """
+    from sim_pipeline.seeding import digest
+
+    canonical = []
+    for m in messages:
+        calls = [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+                 for c in m.get("tool_calls") or []]
+        canonical.append((m.get("role"), m.get("content") or "", calls, m.get("tool_call_id") or ""))
+    return digest(canonical)

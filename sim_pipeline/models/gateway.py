@@ -17,41 +17,10 @@ from typing import Any
 from sim_pipeline import defaults
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.cache import ResponseCache, request_key
+from sim_pipeline.models.completion import Completion, ProviderError, Sampling
+from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling settings recorded on every row."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    seed: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The settings as a plain dict."""
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed}
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One model reply with what it cost."""
-
-    message: dict[str, Any]
-    logprob: float | None
-    n_tokens: int
-    token_logprobs: list[float] | None
-    prompt_tokens: int
-    cost: float
-    latency_s: float
-    cached: bool
-    logprob_source: str | None = None
-
-
-class ProviderError(Exception):
-    """A model call that failed for this request only (after retries): it becomes a row's error status."""
 
 
 @dataclass
@@ -71,22 +40,39 @@ def _message_dict(message: Any) -> dict[str, Any]:
 
 
 class Gateway:
-    """Async model calls through litellm with a cache, bounded concurrency, retries and error policy."""
+    """Async model calls with a cache, bounded concurrency, retries and error policy.
+
+    Backends by model string: `python:package.module:function` calls your own agent code; `sim/...` runs the
+    embedded models (through litellm, or in-process when `fast_path=True`); anything else goes to litellm.
+    """
 
     def __init__(self, *, cache_path: Path | str | None = None, concurrency: int = defaults.GATEWAY_CONCURRENCY,
-                 api_keys: dict[str, str] | None = None, backoff_s: float = defaults.GATEWAY_BACKOFF_SECONDS) -> None:
+                 api_keys: dict[str, str] | None = None, backoff_s: float = defaults.GATEWAY_BACKOFF_SECONDS,
+                 fast_path: bool = False) -> None:
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.concurrency = concurrency
         self.backoff_s = backoff_s
+        self.fast_path = fast_path
         self._api_keys = dict(api_keys or {})
-        self._limiters: dict[str, _Limiter] = {}
+        self._limiters: dict[tuple[str, int], _Limiter] = {}
         self.calls = 0
         self.cache_hits = 0
+        self.retries = 0
 
     def _limiter(self, model: str) -> _Limiter:
-        if model not in self._limiters:
-            self._limiters[model] = _Limiter(self.concurrency)
-        return self._limiters[model]
+        # asyncio primitives belong to one event loop; a gateway may serve several asyncio.run() calls in turn.
+        key = (model, id(asyncio.get_running_loop()))
+        if key not in self._limiters:
+            self._limiters[key] = _Limiter(self.concurrency)
+        return self._limiters[key]
+
+    def redact(self, text: str) -> str:
+        """Text with every known secret replaced: error messages may echo a request, keys must not reach rows."""
+        secrets = [*self._api_keys.values(), *(v for k, v in os.environ.items() if k.endswith("_API_KEY") and v)]
+        for secret in secrets:
+            if len(secret) >= defaults.SECRET_MIN_LENGTH:
+                text = text.replace(secret, "[redacted]")
+        return text
 
     async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        sampling: Sampling = Sampling(), sample_index: int = 0, logprobs: bool = True) -> Completion:
@@ -107,21 +93,30 @@ class Gateway:
             async with limiter.cond:
                 limiter.in_flight -= 1
                 limiter.cond.notify_all()
+        self.calls += 1
         if self.cache is not None:
             self.cache.put(key, {k: v for k, v in completion.__dict__.items() if k != "cached"})
         return completion
 
     async def _with_retries(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                             sampling: Sampling, logprobs: bool, limiter: _Limiter) -> Completion:
+        if model.startswith(CALLABLE_PREFIX):
+            return await call_agent(model, messages, tools, sampling, redact=self.redact)
+        if self.fast_path and model.startswith("sim/"):
+            return await self._in_process(model, messages, tools, sampling)
         import litellm
 
         from sim_pipeline.models.sim_provider import register
 
         register()
         delay = self.backoff_s
+        last: Exception | None = None
         for attempt in range(defaults.GATEWAY_TRIES):
             try:
-                return await self._call(litellm, model, messages, tools, sampling, logprobs)
+                completion = await self._call(litellm, model, messages, tools, sampling, logprobs)
+                if limiter.limit < self.concurrency:
+                    limiter.limit += 1  # additive increase after a success: recover from a rate limit slowly
+                return completion
             except (litellm.AuthenticationError, litellm.PermissionDeniedError) as exc:
                 raise ModelCallError(self._auth_message(model, exc)) from None
             except litellm.RateLimitError as exc:
@@ -130,16 +125,38 @@ class Gateway:
                                          "switch the model in data/policies.yaml") from None
                 # Multiplicative decrease: a rate-limited provider gets fewer calls in flight until it recovers.
                 limiter.limit = max(defaults.GATEWAY_MIN_CONCURRENCY, limiter.limit // 2)
-                last: Exception = exc
+                last = exc
             except (litellm.Timeout, litellm.APIConnectionError, litellm.ServiceUnavailableError,
                     litellm.InternalServerError) as exc:
                 last = exc
             except (litellm.BadRequestError, litellm.NotFoundError) as exc:
-                raise ProviderError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+                raise ProviderError(self.redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
             if attempt + 1 < defaults.GATEWAY_TRIES:
+                self.retries += 1
                 await asyncio.sleep(delay)
                 delay *= 2
-        raise ProviderError(f"{type(last).__name__} after {defaults.GATEWAY_TRIES} tries: {str(last)[:300]}")
+        raise ProviderError(self.redact(f"{type(last).__name__} after {defaults.GATEWAY_TRIES} tries: {str(last)[:300]}"))
+
+    async def _in_process(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                          sampling: Sampling) -> Completion:
+        """The embedded models without litellm: the same reply, logprobs and token counts, less overhead."""
+        from sim_pipeline.models import sim_models
+
+        started = time.perf_counter()
+        delay = sim_models.latency_seconds(model)
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            output = sim_models.respond(model, messages, tools=tools, temperature=sampling.temperature,
+                                        seed=sampling.seed)
+        except ModelCallError:
+            raise
+        except Exception as exc:
+            raise ProviderError(f"embedded model {model} failed: {exc!r}") from exc
+        token_lps = sim_models.token_logprobs(output)
+        return Completion(message=dict(output.message), logprob=float(sum(token_lps)), n_tokens=output.n_tokens,
+                          token_logprobs=token_lps, prompt_tokens=sim_models.prompt_tokens(messages), cost=0.0,
+                          latency_s=time.perf_counter() - started, cached=False, logprob_source="decision")
 
     async def _call(self, litellm: Any, model: str, messages: list[dict[str, Any]],
                     tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool) -> Completion:
@@ -155,10 +172,6 @@ class Gateway:
             kwargs["api_key"] = self._api_keys[provider]
         response = await litellm.acompletion(model=model, messages=messages, **kwargs)
         latency = time.perf_counter() - started
-        self.calls += 1
-        limiter = self._limiter(model)
-        if limiter.limit < self.concurrency:
-            limiter.limit += 1  # additive increase after a success
         choice = response.choices[0]
         token_lps = None
         if getattr(choice, "logprobs", None) is not None and getattr(choice.logprobs, "content", None):

@@ -19,7 +19,9 @@ import numpy as np
 
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import Reading, ToolTurn, known_values, phrase_of, read, tokens
+from sim_pipeline.models.conversation import (
+    Reading, ToolTurn, known_values, phrase_of, read, tokens, transcript_digest,
+)
 from sim_pipeline.seeding import digest, rng, short_id
 
 FAULTS_TRANSIENT = ("timeout", "rate_limited", "stale")
@@ -95,7 +97,7 @@ class SimAgent:
         The reply is drawn in two steps (which tool the request is for, then which action), and several paths can
         emit the same message, so its log-probability is the log of the sum over every path that emits it.
         """
-        gen = rng(seed, "agent", digest(messages))
+        gen = rng(seed, "agent", transcript_digest(messages))
         base = _Turn(self.profile, messages, tools, salt=digest(seed, len(messages)))
         intents = base.intents()
         intent_logp = log_probs([logit for _, logit in intents], temperature)

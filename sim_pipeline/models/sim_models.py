@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from sim_pipeline.models.sim_user import SimUser
 PREFIX = "sim/"
 JUDGES = {"judge": SimJudge(), "judge-lenient": SimJudge(lenient=True)}
 USER = SimUser()
+LATENCY = re.compile(r"^latency-(\d+)$")  # sim/latency-<ms>: answers "ok" after <ms> ms, for throughput benchmarks
 
 
 @dataclass(frozen=True)
@@ -27,8 +29,24 @@ class SimOutput:
 
 
 def sim_model_names() -> list[str]:
-    """Every embedded model, with the sim/ prefix."""
+    """Every embedded model, with the sim/ prefix (plus the sim/latency-<ms> family)."""
     return sorted(PREFIX + n for n in [*defaults.AGENT_PROFILES, "user", *JUDGES])
+
+
+def latency_seconds(model: str) -> float:
+    """The injected latency of a sim/latency-<ms> model (0 for every other model)."""
+    match = LATENCY.match(model.removeprefix(PREFIX))
+    return int(match.group(1)) / 1000 if match else 0.0
+
+
+def token_logprobs(output: SimOutput) -> list[float]:
+    """Per-token log-probabilities: the decision's on the first token, 0 on the rest (rendering is deterministic)."""
+    return [output.logprob] + [0.0] * (output.n_tokens - 1)
+
+
+def prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Prompt size in the embedded models' tokenization."""
+    return sum(len(tokens(m.get("content") or "")) for m in messages)
 
 
 def respond(model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
@@ -42,6 +60,8 @@ def respond(model: str, messages: list[dict[str, Any]], *, tools: list[dict[str,
     if name == "user":
         reply = USER.respond(messages, temperature=temperature, seed=seed)
         return SimOutput(reply.message, reply.logprob, reply.n_tokens)
+    if LATENCY.match(name):
+        return SimOutput({"role": "assistant", "content": "ok", "tool_calls": None}, 0.0, 1)
     if name in JUDGES:
         message = JUDGES[name].respond(messages, seed=seed)
         return SimOutput(message, 0.0, len(tokens(message["content"])))

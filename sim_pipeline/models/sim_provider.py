@@ -5,6 +5,7 @@ Imported only when a model is called (litellm takes seconds to import).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Any
@@ -35,9 +36,10 @@ def to_model_response(model: str, output: sim_models.SimOutput, prompt_tokens: i
         for c in message.get("tool_calls") or []
     ] or None
     text = message.get("content") or "".join(c["function"]["arguments"] for c in message.get("tool_calls") or [])
-    toks = tokens(text)[: output.n_tokens] or [""]
-    content = [ChatCompletionTokenLogprob(token=t, logprob=output.logprob if i == 0 else 0.0, bytes=None, top_logprobs=[])
-               for i, t in enumerate(toks)]
+    words = tokens(text)
+    content = [ChatCompletionTokenLogprob(token=words[i] if i < len(words) else "", logprob=lp, bytes=None,
+                                          top_logprobs=[])
+               for i, lp in enumerate(sim_models.token_logprobs(output))]
     msg = Message(content=message.get("content"), role="assistant", tool_calls=tool_calls,
                   provider_specific_fields={"logprob_source": "decision", "decision_logprob": output.logprob})
     choice = Choices(index=0, message=msg, finish_reason="tool_calls" if tool_calls else "stop",
@@ -63,11 +65,13 @@ class SimProvider(litellm.CustomLLM):
         except Exception as exc:
             # A deterministic failure of an embedded model: retrying cannot help, so answer as a bad request.
             raise CustomLLMError(status_code=400, message=f"embedded model {model} failed: {exc!r}") from exc
-        prompt_tokens = sum(len(tokens(m.get("content") or "")) for m in messages)
-        return to_model_response(model, output, prompt_tokens)
+        return to_model_response(model, output, sim_models.prompt_tokens(messages))
 
     async def acompletion(self, model: str, messages: list, *args: Any, optional_params: dict | None = None,
                           **kwargs: Any) -> ModelResponse:
+        delay = sim_models.latency_seconds(model)
+        if delay:
+            await asyncio.sleep(delay)  # an injected network latency: waits without holding the event loop
         return self.completion(model, messages, *args, optional_params=optional_params, **kwargs)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import CONFIRM_QUESTION, STOP, phrase_of, tokens
+from sim_pipeline.models.conversation import CONFIRM_QUESTION, STOP, phrase_of, tokens, transcript_digest
 from sim_pipeline.search.phrasing import fact_sentence
 from sim_pipeline.seeding import digest, rng
 
@@ -49,7 +49,7 @@ class SimUser:
         agent_turns = [m.get("content") or "" for m in messages if m.get("role") == "user"]
         own_turns = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
         last = agent_turns[-1] if agent_turns else ""
-        gen = rng(seed, "user", digest(messages))
+        gen = rng(seed, "user", transcript_digest(messages))
         patience = defaults.USER_PATIENCE.get(stance, defaults.USER_PATIENCE_DEFAULT)
         repeats = sum(1 for a, b in zip(agent_turns, agent_turns[1:]) if a == b)
         if len(agent_turns) - 1 > patience or repeats >= 2:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
+from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
 from sim_pipeline.search.loop import ARM_STRUCTURED, SearchSettings, run_search
@@ -18,18 +19,56 @@ from sim_pipeline.world.state import State
 
 @dataclass(frozen=True)
 class RolloutSettings:
-    """How many rollouts: k samples for held-out tasks and train situations, n phrasings, the search budget."""
+    """How many rollouts: k for held-out tasks; n phrasings, k samples and the probe size for train situations."""
 
     heldout_samples: int = defaults.HELDOUT_SAMPLES
-    train_samples: int = defaults.TRAIN_SAMPLES
-    n_phrasings: int = defaults.N_PHRASINGS
+    n_phrasings: int = defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][0]
+    train_samples: int = defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][1]
+    probe_samples: int = defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][2]
     search: SearchSettings = SearchSettings()
 
+    @classmethod
+    def for_mode(cls, mode: str, *, search: SearchSettings = SearchSettings(),
+                 heldout_samples: int = defaults.HELDOUT_SAMPLES, **overrides: int | None) -> RolloutSettings:
+        """A preset (explore, sft, rl, adaptive) with optional overrides of n_phrasings/train_samples/probe_samples."""
+        if mode not in defaults.ROLLOUT_MODES:
+            raise SimPipelineError(f"rollout mode '{mode}' is unknown. Fix: use one of {list(defaults.ROLLOUT_MODES)}")
+        n, k, probe = defaults.ROLLOUT_MODES[mode]
+        chosen = {"n_phrasings": n, "train_samples": k, "probe_samples": probe}
+        chosen.update({key: value for key, value in overrides.items() if value is not None})
+        if chosen["train_samples"] < 1 or chosen["n_phrasings"] < 1 or not 0 <= chosen["probe_samples"] <= \
+                chosen["train_samples"] or heldout_samples < 1:
+            raise SimPipelineError(f"rollout sizes {chosen} (heldout_samples={heldout_samples}) are inconsistent. "
+                                   "Fix: n_phrasings, train_samples and heldout_samples >= 1, 0 <= probe <= train_samples")
+        return cls(heldout_samples=heldout_samples, search=search, **chosen)
 
-def specs_for(situations: list[Situation], *, samples: int, n_phrasings: int, arm: str, batch: int) -> list[RolloutSpec]:
-    """situations x phrasings x samples."""
+
+def specs_for(situations: list[Situation], *, samples: range, n_phrasings: int, arm: str,
+              batch: int) -> list[RolloutSpec]:
+    """situations x phrasings x the given sample indices."""
     return [RolloutSpec(s, p, k, arm, batch) for s in situations
-            for p in range(min(n_phrasings, len(s.phrasings))) for k in range(samples)]
+            for p in range(min(n_phrasings, len(s.phrasings))) for k in samples]
+
+
+async def run_probed(situations: list[Situation], policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
+                     settings: RolloutSettings, arm: str, batch: int) -> pd.DataFrame:
+    """k samples per situation and phrasing; with a probe, only groups whose probe samples split are filled to k.
+
+    A group splits when its probe rollouts disagree on the program label (the state oracle), the one outcome known
+    at rollout time; agreeing groups would be all-pass or all-fail, which carry no GRPO gradient.
+    """
+    probe = settings.probe_samples or settings.train_samples
+    first = await run_rollouts(specs_for(situations, samples=range(probe), n_phrasings=settings.n_phrasings,
+                                         arm=arm, batch=batch), policy, domain=domain, state=state, gateway=gateway)
+    if probe >= settings.train_samples or not len(first):
+        return first
+    spread = first.groupby(["situation_id", "phrasing_index"])["oracle_reward"].nunique()
+    split = {key for key, n in spread.items() if n > 1}
+    by_id = {s.situation_id: s for s in situations}
+    rest = [RolloutSpec(by_id[sid], p, k, arm, batch) for sid, p in sorted(split)
+            for k in range(probe, settings.train_samples)]
+    more = await run_rollouts(rest, policy, domain=domain, state=state, gateway=gateway)
+    return pd.concat([first, more], ignore_index=True).sort_values("rollout_id", kind="stable").reset_index(drop=True)
 
 
 async def simulate(situations: list[Situation], policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
@@ -37,13 +76,12 @@ async def simulate(situations: list[Situation], policy: Policy, *, domain: Domai
     """Run held-out rollouts and the search; returns (search table, all rollouts, stop reason)."""
     heldout = [s for s in situations if s.split == "heldout"]
     train = [s for s in situations if s.split == "train"]
-    eval_rows = run_rollouts(specs_for(heldout, samples=settings.heldout_samples, n_phrasings=settings.n_phrasings,
+    eval_rows = run_rollouts(specs_for(heldout, samples=range(settings.heldout_samples), n_phrasings=1,
                                        arm="heldout", batch=-1), policy, domain=domain, state=state, gateway=gateway)
 
     async def run_batch(chosen: list[Situation], batch: int) -> pd.DataFrame:
-        specs = specs_for(chosen, samples=settings.train_samples, n_phrasings=settings.n_phrasings,
-                          arm=ARM_STRUCTURED, batch=batch)
-        return await run_rollouts(specs, policy, domain=domain, state=state, gateway=gateway)
+        return await run_probed(chosen, policy, domain=domain, state=state, gateway=gateway, settings=settings,
+                                arm=ARM_STRUCTURED, batch=batch)
 
     (search, train_rows, reason), eval_frame = await asyncio.gather(run_search(train, run_batch, settings.search),
                                                                     eval_rows)

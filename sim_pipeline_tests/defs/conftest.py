@@ -32,7 +32,7 @@ def small_defs(tmp_path, registry_path):
     resources = dict(defs.resources)
     resources["registry"] = RegistryResource(path=str(registry_path))
     resources["simulation"] = SimulationResource(heldout_samples=2, train_samples=4, search_batch_situations=8,
-                                                 search_budget_rows=64)
+                                                 search_budget_rows=64, probe_samples=0)
     resources["gateway"] = resources["gateway"].model_copy(update={"cache_dir": str(tmp_path / "cache")})
     return list(defs.assets), resources, tmp_path / "warehouse"
 

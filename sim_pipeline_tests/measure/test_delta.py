@@ -148,3 +148,23 @@ def test_holdout_size() -> None:
         holdout_size(0, sd=0.5)
     with pytest.raises(StatisticsError, match="sd=-1"):
         holdout_size(0.1, sd=-1)
+
+
+def test_guard_fails_on_the_interval_even_when_the_test_waits() -> None:
+    # Few tasks: the interval sits on the worse side but p >= 0.05, so the verdict is INCONCLUSIVE; the
+    # must-not-regress guard still fails the run on the interval.
+    report = pd.DataFrame({
+        "metric": ["pass@1", "marker_refusal", "marker_truncated"],
+        "direction": ["higher_is_better", "lower_is_better", "lower_is_better"],
+        "ci_low": [-0.20, 0.01, -0.1], "ci_high": [-0.01, 0.20, 0.1],
+        "verdict": ["INCONCLUSIVE", "INCONCLUSIVE", "INCONCLUSIVE"],
+    })
+    assert must_not_regress_failures(report, ("pass@1", "refusal", "truncated")) == ("pass@1", "marker_refusal")
+    assert must_not_regress_failures(report, ("truncated",)) == ()
+
+
+def test_direction_column() -> None:
+    report = _report(_grades("v1", 0.5), _grades("v2", 0.5, seed=1))
+    assert report["direction"].to_dict() == {
+        "pass@1": "higher_is_better", "pass^4": "higher_is_better", "pass@4": "higher_is_better",
+        "marker_argument_grounding": "higher_is_better", "marker_refusal": "lower_is_better"}

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.measure.passat import (
+    CURVE_COLUMNS,
     SCORE_COLUMNS,
     metric_names,
     pass_at_k,
+    pass_curve,
     pass_hat_k,
     score_table,
     task_counts,
@@ -134,3 +136,25 @@ def test_metric_names() -> None:
     assert metric_names(8) == ("pass@1", "pass^8", "pass@8")
     with pytest.raises(StatisticsError, match="k=0"):
         metric_names(0)
+
+
+def test_pass_curve_hand_worked() -> None:
+    # Passes 3, 1, 4 of 4 per task. pass@2: (1 + (1 - 3/6) + 1) / 3; pass^2: (3/6 + 0 + 1) / 3;
+    # pass@3: (1 + (1 - 1/4) + 1) / 3; pass^3: (1/4 + 0 + 1) / 3; k=4 as in score_table.
+    grades = _grades({"a": [1, 1, 1, 0], "b": [0, 0, 1, 0.5], "c": [1, 1, 1, 1]})
+    curve = pass_curve(grades, n_resamples=200)
+    assert tuple(curve.columns) == CURVE_COLUMNS and curve["k"].tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
+    values = curve.set_index(["k", "metric"])["value"]
+    expected = {(1, "pass@k"): 2 / 3, (1, "pass^k"): 2 / 3, (2, "pass@k"): 2.5 / 3, (2, "pass^k"): 0.5,
+                (3, "pass@k"): 2.75 / 3, (3, "pass^k"): 1.25 / 3, (4, "pass@k"): 1.0, (4, "pass^k"): 1 / 3}
+    for key, value in expected.items():
+        assert values[key] == pytest.approx(value, abs=1e-12)
+    assert (curve["n_tasks"] == 3).all()
+    assert (curve["ci_low"] <= curve["value"] + 1e-12).all() and (curve["value"] <= curve["ci_high"] + 1e-12).all()
+
+
+def test_pass_curve_k_max_beyond_samples_leaves_tasks_out() -> None:
+    curve = pass_curve(_grades({"a": [1, 0, 1], "b": [1]}), k_max=3, n_resamples=200).set_index(["k", "metric"])
+    assert curve.loc[(1, "pass@k"), "n_tasks"] == 2 and curve.loc[(3, "pass@k"), "n_tasks"] == 1
+    with pytest.raises(StatisticsError, match="k=0"):
+        pass_curve(_grades({"a": [1]}), k_max=0)

@@ -1,0 +1,39 @@
+"""What a model call takes and gives back: sampling settings, a completion, a per-request provider error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings recorded on every row."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model reply with what it cost."""
+
+    message: dict[str, Any]
+    logprob: float | None
+    n_tokens: int
+    token_logprobs: list[float] | None
+    prompt_tokens: int
+    cost: float
+    latency_s: float
+    cached: bool
+    logprob_source: str | None = None
+
+
+class ProviderError(Exception):
+    """A model call that failed for this request only (after retries): it becomes a row's error status."""

@@ -1,0 +1,56 @@
+"""Pairing baseline and candidate by task: the per-task differences table and its context columns."""
+
+import numpy as np
+import pytest
+
+from sim_pipeline.errors import StatisticsError
+from sim_pipeline.measure.pairing import DIFFERENCE_COLUMNS, pair_tasks, paired_differences
+
+VERSIONS = {"baseline_version": "v1", "candidate_version": "v2"}
+
+
+def test_paired_differences_hand_worked(grades_builder) -> None:
+    before = np.array([[1, 0], [0, 0], [1, 1]])
+    after = np.array([[1, 1], [1, 0], [1, 1], [0, 0]])  # task s3 is candidate-only: not paired
+    table = paired_differences(grades_builder("v1", before, seeds=[0, 1, 1]),
+                               grades_builder("v2", after, seeds=[0, 1, 1, 1]), **VERSIONS)
+    assert tuple(table.columns) == DIFFERENCE_COLUMNS
+    pass1 = table.loc[table["metric"] == "pass@1"].set_index("situation_id")
+    assert pass1["difference"].to_dict() == {"s0": 0.5, "s1": 0.5, "s2": 0.0}
+    assert pass1["seed"].to_dict() == {"s0": "0", "s1": "1", "s2": "1"}
+    assert pass1.loc["s1", "tool"] == "cancel_order" and pass1.loc["s2", "tool_condition"] == "success"
+    # k = 2: pass^2 is 1 only when both samples pass; pass@2 when either does.
+    hat = table.loc[table["metric"] == "pass^2"].set_index("situation_id")["difference"].to_dict()
+    assert hat == {"s0": 1.0, "s1": 0.0, "s2": 0.0}
+    assert set(table["metric"]) == {"pass@1", "pass^2", "pass@2", "marker_refusal"}
+
+
+def test_unjudged_rows_are_left_out(grades_builder) -> None:
+    # An unjudged rollout (reward NaN) is neither a pass nor a fail: task s0 counts 1 of 1, not 1 of 2.
+    before = grades_builder("v1", np.array([[0, 0], [0, 0]]))
+    after = grades_builder("v2", np.array([[1, np.nan], [0, 1]]))
+    paired = pair_tasks(before, after, **VERSIONS)
+    assert paired.k == 1
+    assert paired.after["pass@1"].to_dict() == {"s0": 1.0, "s1": 0.5}
+
+
+def test_tasks_missing_a_metric_are_dropped(grades_builder) -> None:
+    rewards = np.ones((4, 3))
+    table = paired_differences(grades_builder("v1", rewards), grades_builder("v2", rewards), k=4, **VERSIONS)
+    assert set(table["metric"]) == {"pass@1", "marker_refusal"}  # nobody has 4 samples: pass@4 undefined
+
+
+def test_missing_seed_column_gives_nan_seed(grades_builder) -> None:
+    grades = grades_builder("v1", np.ones((3, 2))).drop(columns="seed")
+    table = paired_differences(grades, grades.assign(policy_version="v2"), **VERSIONS)
+    assert table["seed"].isna().all() and len(table) == 3 * 4
+
+
+def test_empty_pairing_has_the_columns(grades_builder) -> None:
+    grades = grades_builder("v1", np.ones((3, 2)))
+    table = paired_differences(grades, grades.assign(policy_version="v2", split="train"), **VERSIONS)
+    assert tuple(table.columns) == DIFFERENCE_COLUMNS and not len(table)
+    assert pair_tasks(grades, grades.assign(policy_version="v2", split="train"), **VERSIONS).blocked[0] == \
+        "INSUFFICIENT DATA"
+    with pytest.raises(StatisticsError, match=r"baseline grades lack column\(s\) \['reward'\]"):
+        paired_differences(grades.drop(columns="reward"), grades, **VERSIONS)

@@ -1,0 +1,76 @@
+"""The runner: errors become rows, results do not depend on concurrency, a killed run resumes to the same rows."""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+
+from sim_pipeline import warehouse
+from sim_pipeline.models.cache import ResponseCache
+from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.rollout.row import rollout_table, row_errors
+from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
+from sim_pipeline_tests.rollout.small_run import run, world
+
+TIMING = ["latency_s"]
+
+
+def test_concurrency_does_not_change_the_parquet(tmp_path):
+    paths = []
+    for concurrency in (1, 32):
+        rows = run(Gateway(concurrency=concurrency, fast_path=True))
+        path = warehouse.partition_path(tmp_path, "retail", f"rollouts_{concurrency}", policy_version="v", seed=0)
+        warehouse.write_table(path, rollout_table(rows.drop(columns=TIMING).assign(latency_s=0.0)))
+        paths.append(path)
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_fast_path_gives_the_same_rows_as_litellm():
+    slow = run(Gateway()).drop(columns=TIMING)
+    fast = run(Gateway(fast_path=True)).drop(columns=TIMING)
+    pd.testing.assert_frame_equal(slow, fast)
+
+
+def test_rows_are_valid_and_errors_are_rows():
+    domain, state, situations = world()
+    specs = [RolloutSpec(s, 0, 0) for s in situations[:3]]
+    broken = Policy("broken", "python:sim_pipeline_tests.models.agents_for_tests:broken")
+    rows = asyncio.run(run_rollouts(specs, broken, domain=domain, state=state, gateway=Gateway()))
+    assert list(rows["status"]) == ["provider_error"] * 3
+    assert rows["error"].str.contains("RuntimeError: boom").all()
+    good = asyncio.run(run_rollouts(specs, Policy("v1", "sim/agent-v1"), domain=domain, state=state,
+                                    gateway=Gateway(fast_path=True)))
+    assert row_errors(good.to_dict("records")) == []
+    assert (good["logprob_source"] == "decision").all() and (good["logprob"] < 0).all()
+
+
+def test_callable_agent_runs_end_to_end():
+    domain, state, situations = world()
+    agent = Policy("mine", "python:sim_pipeline_tests.models.agents_for_tests:polite_decliner")
+    rows = asyncio.run(run_rollouts([RolloutSpec(situations[0], 0, 0)], agent, domain=domain, state=state,
+                                    gateway=Gateway()))
+    assert rows["status"].iloc[0] == "ok" and rows["final_text"].iloc[0].startswith("Sorry")
+
+
+def test_killed_run_resumes_to_the_same_rows(tmp_path):
+    reference = run(Gateway(fast_path=True)).drop(columns=TIMING)
+    cache = tmp_path / "cache.sqlite"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    job = subprocess.Popen([sys.executable, "-m", "sim_pipeline_tests.rollout.small_run", str(cache), "4"], env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and job.poll() is None:
+        if cache.exists() and len(ResponseCache(cache)) >= 150:
+            job.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    job.wait()
+    assert job.returncode == -signal.SIGKILL, "the job finished before it could be killed; raise the threshold"
+    done_before = len(ResponseCache(cache))
+    gateway = Gateway(cache_path=cache)
+    resumed = run(gateway).drop(columns=TIMING)
+    assert gateway.cache_hits >= done_before > 0  # nothing already paid for was called again
+    pd.testing.assert_frame_equal(resumed, reference)
