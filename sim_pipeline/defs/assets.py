@@ -57,7 +57,38 @@ def delta_for(domain: str, version: PolicyVersion, grades: pd.DataFrame,
     report = delta_report(baseline, grades, baseline_version=version.baseline, candidate_version=version.slug,
                           must_not_regress=version.must_not_regress)
     return report, {"baseline": version.baseline, "seeds": dg.MetadataValue.json(sorted(set(seeds))),
-                    "delta": table_metadata(report)}
+                    "delta": table_metadata(report), **delta_extras(baseline, grades, version, report)}
+
+
+def score_extras(grades: pd.DataFrame, rollouts: pd.DataFrame, heldout: pd.DataFrame) -> dict[str, object]:
+    """pass@k curves and the reward-hack scan as metadata (matplotlib is imported only when this runs)."""
+    from sim_pipeline.measure.hack_scan import hack_scan
+    from sim_pipeline.measure.plots import plot_pass_curves, png_markdown
+
+    if not len(heldout):
+        return {}
+    scan, scan_table = hack_scan(grades.dropna(subset=["reward"]), rollouts)
+    return {"pass_curves": dg.MetadataValue.md(png_markdown(plot_pass_curves(heldout), alt="pass@k and pass^k")),
+            "hack_scan": table_metadata(scan_table), "hack_scan_note": scan.note,
+            "hack_flagged": dg.MetadataValue.json(list(scan.flagged))}
+
+
+def delta_extras(baseline: pd.DataFrame, grades: pd.DataFrame, version: PolicyVersion,
+                 report: pd.DataFrame) -> dict[str, object]:
+    """Paired differences plot, slices by axis value, and the between-seed spread as metadata."""
+    from sim_pipeline.measure.pairing import paired_differences
+    from sim_pipeline.measure.plots import plot_paired_differences, png_markdown
+    from sim_pipeline.measure.seeds import seed_spread
+    from sim_pipeline.measure.slices import delta_slices
+
+    versions = {"baseline_version": version.baseline, "candidate_version": version.slug}
+    differences = paired_differences(baseline, grades, **versions)
+    slices = delta_slices(baseline, grades, **versions)
+    spread = seed_spread(baseline, grades, **versions)
+    plot = plot_paired_differences(differences, report=report)
+    return {"paired_differences": dg.MetadataValue.md(png_markdown(plot, alt="pass@1 paired differences")),
+            "slices": table_metadata(slices[slices["verdict"] != "INSUFFICIENT DATA"]),
+            "seed_spread": table_metadata(spread.per_seed), "seed_note": spread.note}
 
 
 def domain_assets(name: str) -> list[dg.AssetsDefinition]:
@@ -145,12 +176,14 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
 
     cut_assets = [cut_asset(name, step, domain, multi, GATED) for step in CUTS]
 
-    @dg.asset(key=key("scores"), group_name=group, partitions_def=multi, ins={"grades": dg.AssetIn(key("grades"))},
-              description="pass@1, pass^k and pass@k on held-out tasks, with bootstrap intervals over tasks.")
-    def scores(grades: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+    @dg.asset(key=key("scores"), group_name=group, partitions_def=multi,
+              ins={"grades": dg.AssetIn(key("grades")), "rollouts": dg.AssetIn(key("rollouts"))},
+              description=("pass@1, pass^k and pass@k on held-out tasks, with bootstrap intervals over tasks; "
+                           "pass@k curves and a reward-hack scan in the metadata."))
+    def scores(grades: pd.DataFrame, rollouts: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         heldout = grades[grades["split"] == "heldout"].dropna(subset=["reward"])
         table = score_table(heldout) if len(heldout) else pd.DataFrame(columns=["metric", "value"])
-        return dg.Output(table, metadata={"scores": table_metadata(table)})
+        return dg.Output(table, metadata={"scores": table_metadata(table), **score_extras(grades, rollouts, heldout)})
 
     @dg.asset(key=key("delta"), group_name=group, partitions_def=policy_version_partitions(name),
               ins={"grades": dg.AssetIn(key("grades"), partition_mapping=BY_VERSION)},
