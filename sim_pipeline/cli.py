@@ -87,6 +87,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Gate the domain's cut partitions again and write them in a trainer's format; exit 1 if a cut was refused."""
+    from sim_pipeline.cut.export_partitions import ExportRequest, export_warehouse
+
+    report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
+                                            warehouse=args.warehouse, versions=tuple(args.versions or ()),
+                                            seeds=tuple(args.seeds or ())))
+    for f in report.files:
+        extra = "".join([f", left out {f.left_out}" if f.left_out else "",
+                         f", {f.masked_turns} assistant turn(s) weighted 0" if f.masked_turns else ""])
+        print(f"{f.format:<7} {f.dataset:<17} {f.rows:>5} rows  {f.path or '(no row to write)'}{extra}")
+    for r in report.refused:
+        print(f"refused {r.cut} of {r.policy_version} seed {r.seed}: " + " ".join(r.reasons), file=sys.stderr)
+    return 1 if report.refused else 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line."""
     top = argparse.ArgumentParser(prog="sim-pipeline", description=__doc__)
@@ -103,6 +119,17 @@ def parser() -> argparse.ArgumentParser:
                      help="exit 0 even when a blocking check (judge trust, publish gate) stopped a run")
     run.set_defaults(fn=cmd_run)
     report.set_defaults(fn=cmd_report)
+    exp = verbs.add_parser("export", help="write the cuts as TRL, OpenAI fine-tuning or verl files (gated again)")
+    exp.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
+    exp.add_argument("--format", required=True, choices=["trl", "openai", "verl"], help="the trainer's file format")
+    exp.add_argument("--versions", nargs="*", help="only these registry versions (default: all of the domain)")
+    exp.add_argument("--seeds", nargs="*", choices=list(defaults.SEEDS),
+                     help="only these seed partitions (default: every one materialized)")
+    exp.add_argument("--out", default=defaults.EXPORT_DIR,
+                     help=f"output base; files go to <out>/<domain>/<format>/... (default {defaults.EXPORT_DIR})")
+    exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
+                     help="Parquet base path to read the cuts from (default data/warehouse)")
+    exp.set_defaults(fn=cmd_export)
     pol = verbs.add_parser("policies", help="the policy registry (data/policies.yaml)")
     pol.add_argument("action", choices=["list", "sync"], help="list versions, or register them as partitions")
     pol.set_defaults(fn=cmd_policies)

@@ -61,6 +61,19 @@ ROLLOUT_MODES: dict[str, tuple[int, int, int]] = {
 }
 DEFAULT_ROLLOUT_MODE = "adaptive"  # cheap enough for `make run`, still yields mixed GRPO groups
 HELDOUT_SAMPLES = 4  # k samples per held-out task: pass^k and pass@k need k > 1; tau-bench reports k up to 8
+SEARCH_ARMS: tuple[str, ...] = ("structured", "llm_guided", "open_ended", "behavior_targeted", "failure_mutation")
+SEARCH_START_WEIGHTS: dict[str, float] = {
+    "structured": 0.42, "llm_guided": 0.42, "open_ended": 0.10, "behavior_targeted": 0.03, "failure_mutation": 0.03,
+}  # the reference engine's starting mix (REFERENCE 3)
+SEARCH_WEIGHT_STEP = 0.5  # w *= 1 + 0.5 * yield after each batch (REFERENCE 3)
+SEARCH_WEIGHT_FLOORS: dict[str, float] = {
+    "structured": 0.15, "llm_guided": 0.15, "open_ended": 0.01, "behavior_targeted": 0.01, "failure_mutation": 0.01,
+}  # grid arms never starve; rare arms keep a trickle (REFERENCE 3)
+SEARCH_WEIGHT_CAPS: dict[str, float] = {
+    "structured": 1.0, "llm_guided": 1.0, "open_ended": 0.10, "behavior_targeted": 0.08, "failure_mutation": 0.08,
+}  # off-grid and targeted arms stay a minority of the budget (REFERENCE 3)
+SEARCH_CELL_TARGET = 5  # rows per planned cell at which the grid counts as filled (REFERENCE 3)
+SEARCH_WRITER_MODEL = "sim/writer"  # the situation writer of the llm_guided arm (any litellm model online)
 SEARCH_BATCH_SITUATIONS = 8  # situations drawn per search batch: small enough for weights to react
 SEARCH_BUDGET_ROWS = 400  # train rollouts per partition before the search stops on budget
 SEARCH_SATURATION_YIELD = 0.02  # a batch below this novelty yield is flat (REFERENCE 3)
@@ -137,14 +150,14 @@ CONDUCT_REPEAT_LIMIT = 3  # an identical call this many times is a loop, not a r
 CONDUCT_REPEAT_REWARD = 0.5  # a loop that still reached the goal keeps half credit (REFERENCE 6)
 JUDGE_TEMPERATURE = 0.0  # judges grade greedily: the same transcript gets the same grade
 DEFAULT_JUDGE_MODEL = "sim/judge"  # the embedded judge; a different family from the sim agents
-JUDGE_SLIP_RATE = 0.03  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
+JUDGE_SLIP_RATE = 0.02  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
 JUDGE_NOISY_DOUBT_RATE = 0.25  # sim/judge-noisy fails this share of calls at random: kappa falls under 0.6 on ~2/3 pass rates
-JUDGE_LENGTH_BIAS_MID_CHARS = 350.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
-JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~150 chars are almost never swayed
+JUDGE_LENGTH_BIAS_MID_CHARS = 400.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
+JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~200 chars are almost never swayed (p < 2%)
 JUDGE_MAX_TOKENS = 512  # a one- or two-sentence reason and a score fit easily; caps a rambling judge's cost
 JUDGE_STRESS_ROWS = 40  # judged rows re-judged unchanged and with filler: 40 gives a sign test p < 0.001 at 10+ net flips
-JUDGE_PROBE_CASES = 20  # situations per probe: the smallest n at which an exploit rate may flag (REFERENCE 6)
-JUDGE_PROBE_KEYWORDS = 15  # rubric words a keyword-stuffing probe repeats: hits a keyword matcher, stays short
+JUDGE_PROBE_CASES = 30  # situations per probe (cap): n >= 20 may flag; at 30 a 3%-error judge flags a probe ~6% of the time
+JUDGE_PROBE_KEYWORDS = 10  # rubric words a keyword-stuffing probe repeats: hits a keyword matcher, stays short (~130 chars)
 JUDGE_STRESS_SEED = 0  # seeds which rows and situations the perturbations and probes use
 JUDGE_TRUST_MAX_FLIP_RATE = 0.10  # REFERENCE 6: re-judging an unchanged case flips >= 10% of verdicts: unstable judge
 JUDGE_TRUST_MAX_FILLER_NET = 0.10  # net share of verdicts neutral filler flips (with a sign test) that flags; as probes

@@ -60,6 +60,25 @@ def delta_for(domain: str, version: PolicyVersion, grades: pd.DataFrame,
                     "delta": table_metadata(report), **delta_extras(baseline, grades, version, report)}
 
 
+def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -> dict[str, object]:
+    """Stop reason, arm weights per batch (table and plot), arm mix, requested vs delivered."""
+    from sim_pipeline.measure.plots import png_markdown
+    from sim_pipeline.search.loop import final_weights, unique_signatures_per_1000, weights_by_batch
+    from sim_pipeline.search.report import delivery_report, plot_weights
+
+    if not len(search):
+        return {"stop_reason": reason, "batches": 0}
+    by_batch = weights_by_batch(search)
+    train = rollouts[rollouts["split"] == "train"]
+    return {"stop_reason": reason, "batches": int(search["batch"].nunique()),
+            "arms_drawn": dg.MetadataValue.json(search["arm"].value_counts().to_dict()),
+            "final_weights": dg.MetadataValue.json(final_weights(search)),
+            "weights_by_batch": table_metadata(by_batch),
+            "weights_plot": dg.MetadataValue.md(png_markdown(plot_weights(by_batch), alt="arm weights per batch")),
+            "unique_signatures_per_1000": round(unique_signatures_per_1000(train), 1),
+            "requested_vs_delivered": table_metadata(delivery_report(search, rollouts))}
+
+
 def score_extras(grades: pd.DataFrame, rollouts: pd.DataFrame, heldout: pd.DataFrame) -> dict[str, object]:
     """pass@k curves and the reward-hack scan as metadata (matplotlib is imported only when this runs)."""
     from sim_pipeline.measure.hack_scan import hack_scan
@@ -154,21 +173,21 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         search, rows, reason = asyncio.run(simulate(
             situations_of(situations), policy_of(registry, version), domain=domain, state=state_from_table(world),
             gateway=gateway.gateway(), settings=simulation.settings()))
-        yield dg.Output(search, output_name="search", metadata={"stop_reason": reason, "batches": int(
-            search["batch"].nunique()) if len(search) else 0})
+        yield dg.Output(search, output_name="search", metadata=search_metadata(search, rows, reason))
         yield dg.Output(rollout_table(rows), output_name="rollouts", metadata=checks.rollout_metadata(rows))
         yield checks.row_schema_result(rows)
 
     @dg.asset(key=key("grades"), group_name=group, partitions_def=multi,
-              ins={"rollouts": dg.AssetIn(key("rollouts")),
+              ins={"rollouts": dg.AssetIn(key("rollouts")), "search": dg.AssetIn(key("search")),
                    "situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED)},
               check_specs=[dg.AssetCheckSpec(checks.JUDGE_TRUST, asset=key("grades"), blocking=True,
                                              partitions_def=multi, description=checks.JUDGE_TRUST_DESCRIPTION)],
               description="Step 06. Conduct rules, then the judge; program gold labels from the state oracle.")
     def grades(context: dg.AssetExecutionContext, gateway: ModelGatewayResource, registry: RegistryResource,
-               rollouts: pd.DataFrame, situations: pd.DataFrame):
+               rollouts: pd.DataFrame, search: pd.DataFrame, situations: pd.DataFrame):
         version = registry.version(split_key(context.partition_key)[0])
-        by_id = {s.situation_id: s for s in situations_of(situations)}
+        # The grid's situations plus those the search wrote itself (variants, probes, mutations).
+        by_id = {s.situation_id: s for s in situations_of(situations) + situations_of(search)}
         table = asyncio.run(grade_rollouts(rollouts, by_id, domain=domain, judge_model=version.judge_model,
                                            gateway=gateway.gateway()))
         yield dg.Output(table, metadata=checks.grade_metadata(table))

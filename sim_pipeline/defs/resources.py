@@ -85,10 +85,11 @@ class SimulationResource(dg.ConfigurableResource):
     probe_samples: int | None = None
     search_batch_situations: int = defaults.SEARCH_BATCH_SITUATIONS
     search_budget_rows: int = defaults.SEARCH_BUDGET_ROWS
+    writer_model: str = defaults.SEARCH_WRITER_MODEL
 
     def settings(self) -> RolloutSettings:
         """The engine's settings object."""
         return RolloutSettings.for_mode(
-            self.mode, heldout_samples=self.heldout_samples,
+            self.mode, heldout_samples=self.heldout_samples, writer_model=self.writer_model,
             search=SearchSettings(self.search_batch_situations, self.search_budget_rows),
             n_phrasings=self.n_phrasings, train_samples=self.train_samples, probe_samples=self.probe_samples)

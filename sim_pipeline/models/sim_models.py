@@ -12,10 +12,12 @@ from sim_pipeline.models.conversation import tokens
 from sim_pipeline.models.sim_agent import SimAgent
 from sim_pipeline.models.sim_judge import SimJudge
 from sim_pipeline.models.sim_user import SimUser
+from sim_pipeline.models.sim_writer import SimWriter, writer_tokens
 
 PREFIX = "sim/"
 JUDGES = {"judge": SimJudge(), "judge-lenient": SimJudge(lenient=True)}
 USER = SimUser()
+WRITER = SimWriter()
 LATENCY = re.compile(r"^latency-(\d+)$")  # sim/latency-<ms>: answers "ok" after <ms> ms, for throughput benchmarks
 
 
@@ -30,7 +32,7 @@ class SimOutput:
 
 def sim_model_names() -> list[str]:
     """Every embedded model, with the sim/ prefix (plus the sim/latency-<ms> family)."""
-    return sorted(PREFIX + n for n in [*defaults.AGENT_PROFILES, "user", *JUDGES])
+    return sorted(PREFIX + n for n in [*defaults.AGENT_PROFILES, "user", "writer", *JUDGES])
 
 
 def latency_seconds(model: str) -> float:
@@ -60,6 +62,9 @@ def respond(model: str, messages: list[dict[str, Any]], *, tools: list[dict[str,
     if name == "user":
         reply = USER.respond(messages, temperature=temperature, seed=seed)
         return SimOutput(reply.message, reply.logprob, reply.n_tokens)
+    if name == "writer":
+        text, logprob = WRITER.respond(messages, temperature=temperature, seed=seed)
+        return SimOutput({"role": "assistant", "content": text, "tool_calls": None}, logprob, writer_tokens(text))
     if LATENCY.match(name):
         return SimOutput({"role": "assistant", "content": "ok", "tool_calls": None}, 0.0, 1)
     if name in JUDGES:

@@ -12,7 +12,8 @@ from sim_pipeline.domain import Domain
 from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
-from sim_pipeline.search.loop import ARM_STRUCTURED, SearchSettings, run_search
+from sim_pipeline.search.arms import SearchContext
+from sim_pipeline.search.loop import SearchSettings, run_search
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import State
 
@@ -26,10 +27,12 @@ class RolloutSettings:
     train_samples: int = defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][1]
     probe_samples: int = defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][2]
     search: SearchSettings = SearchSettings()
+    writer_model: str = defaults.SEARCH_WRITER_MODEL
 
     @classmethod
     def for_mode(cls, mode: str, *, search: SearchSettings = SearchSettings(),
-                 heldout_samples: int = defaults.HELDOUT_SAMPLES, **overrides: int | None) -> RolloutSettings:
+                 heldout_samples: int = defaults.HELDOUT_SAMPLES, writer_model: str = defaults.SEARCH_WRITER_MODEL,
+                 **overrides: int | None) -> RolloutSettings:
         """A preset (explore, sft, rl, adaptive) with optional overrides of n_phrasings/train_samples/probe_samples."""
         if mode not in defaults.ROLLOUT_MODES:
             raise SimPipelineError(f"rollout mode '{mode}' is unknown. Fix: use one of {list(defaults.ROLLOUT_MODES)}")
@@ -40,18 +43,18 @@ class RolloutSettings:
                 chosen["train_samples"] or heldout_samples < 1:
             raise SimPipelineError(f"rollout sizes {chosen} (heldout_samples={heldout_samples}) are inconsistent. "
                                    "Fix: n_phrasings, train_samples and heldout_samples >= 1, 0 <= probe <= train_samples")
-        return cls(heldout_samples=heldout_samples, search=search, **chosen)
+        return cls(heldout_samples=heldout_samples, search=search, writer_model=writer_model, **chosen)
 
 
-def specs_for(situations: list[Situation], *, samples: range, n_phrasings: int, arm: str,
-              batch: int) -> list[RolloutSpec]:
-    """situations x phrasings x the given sample indices."""
-    return [RolloutSpec(s, p, k, arm, batch) for s in situations
+def specs_for(situations: list[Situation], *, samples: range, n_phrasings: int, batch: int,
+              arm: str | None = None) -> list[RolloutSpec]:
+    """situations x phrasings x the given sample indices (arm: the given one, else the arm that drew each)."""
+    return [RolloutSpec(s, p, k, arm or s.source, batch) for s in situations
             for p in range(min(n_phrasings, len(s.phrasings))) for k in samples]
 
 
 async def run_probed(situations: list[Situation], policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
-                     settings: RolloutSettings, arm: str, batch: int) -> pd.DataFrame:
+                     settings: RolloutSettings, batch: int) -> pd.DataFrame:
     """k samples per situation and phrasing; with a probe, only groups whose probe samples split are filled to k.
 
     A group splits when its probe rollouts disagree on the program label (the state oracle), the one outcome known
@@ -59,13 +62,13 @@ async def run_probed(situations: list[Situation], policy: Policy, *, domain: Dom
     """
     probe = settings.probe_samples or settings.train_samples
     first = await run_rollouts(specs_for(situations, samples=range(probe), n_phrasings=settings.n_phrasings,
-                                         arm=arm, batch=batch), policy, domain=domain, state=state, gateway=gateway)
+                                         batch=batch), policy, domain=domain, state=state, gateway=gateway)
     if probe >= settings.train_samples or not len(first):
         return first
     spread = first.groupby(["situation_id", "phrasing_index"])["oracle_reward"].nunique()
     split = {key for key, n in spread.items() if n > 1}
     by_id = {s.situation_id: s for s in situations}
-    rest = [RolloutSpec(by_id[sid], p, k, arm, batch) for sid, p in sorted(split)
+    rest = [RolloutSpec(by_id[sid], p, k, by_id[sid].source, batch) for sid, p in sorted(split)
             for k in range(probe, settings.train_samples)]
     more = await run_rollouts(rest, policy, domain=domain, state=state, gateway=gateway)
     return pd.concat([first, more], ignore_index=True).sort_values("rollout_id", kind="stable").reset_index(drop=True)
@@ -75,15 +78,17 @@ async def simulate(situations: list[Situation], policy: Policy, *, domain: Domai
                    settings: RolloutSettings = RolloutSettings()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Run held-out rollouts and the search; returns (search table, all rollouts, stop reason)."""
     heldout = [s for s in situations if s.split == "heldout"]
+    seed = situations[0].seed if situations else 0
     train = [s for s in situations if s.split == "train"]
-    eval_rows = run_rollouts(specs_for(heldout, samples=range(settings.heldout_samples), n_phrasings=1,
-                                       arm="heldout", batch=-1), policy, domain=domain, state=state, gateway=gateway)
+    eval_rows = run_rollouts(specs_for(heldout, samples=range(settings.heldout_samples), n_phrasings=1, batch=-1,
+                                       arm="heldout"), policy, domain=domain, state=state, gateway=gateway)
 
     async def run_batch(chosen: list[Situation], batch: int) -> pd.DataFrame:
         return await run_probed(chosen, policy, domain=domain, state=state, gateway=gateway, settings=settings,
-                                arm=ARM_STRUCTURED, batch=batch)
+                                batch=batch)
 
-    (search, train_rows, reason), eval_frame = await asyncio.gather(run_search(train, run_batch, settings.search),
+    context = SearchContext(domain, state, seed, train, gateway, settings.writer_model, settings.n_phrasings)
+    (search, train_rows, reason), eval_frame = await asyncio.gather(run_search(context, run_batch, settings.search),
                                                                     eval_rows)
     frames = [f for f in (eval_frame, train_rows) if len(f)]
     rollouts = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,20 +1,24 @@
-"""Step 03: the search loop. Draws train situations batch by batch and measures each batch's novelty yield.
-
-This first version runs the `structured` arm only (the next unrendered covering-array cell); its weight is 1.0 and
-the table records it so the five-arm search can replace it without changing the asset's shape.
+"""Step 03: the search loop. Each batch draws situations from five arms in proportion to their weights, runs them,
+credits each arm with the behaviour signatures and grid cells it found first, and moves the weights toward the arms
+that keep finding new behaviour. It stops on budget, time, saturation, or when every planned cell is filled.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from sim_pipeline import defaults
-from sim_pipeline.situation import AXES, Situation
+from sim_pipeline.search.arms import Arms, SearchContext, cell_of
+from sim_pipeline.search.weights import WeightRule, allocate
+from sim_pipeline.seeding import rng
+from sim_pipeline.situation import Situation
 
 ARM_STRUCTURED = "structured"
+RunBatch = Callable[[list[Situation], int], Awaitable[pd.DataFrame]]
 
 
 @dataclass(frozen=True)
@@ -25,45 +29,106 @@ class SearchSettings:
     budget_rows: int = defaults.SEARCH_BUDGET_ROWS
     saturation_yield: float = defaults.SEARCH_SATURATION_YIELD
     patience: int = defaults.SEARCH_SATURATION_PATIENCE
+    cell_target: int = defaults.SEARCH_CELL_TARGET
+    max_seconds: float | None = None  # wall-clock budget; off by default because it makes results machine-dependent
 
 
-async def run_search(train: list[Situation], run_batch: Callable[[list[Situation], int], Awaitable[pd.DataFrame]],
-                     settings: SearchSettings = SearchSettings()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """Run batches until budget, saturation or no cell is left; returns (search table, rollouts, stop reason)."""
-    seen_signatures: set[str] = set()
-    seen_cells: set[tuple[str, ...]] = set()
-    draws, frames = [], []
-    queue = list(train)
-    flat, rows_used, batch, reason = 0, 0, 0, "no train situations"
-    while queue:
-        if rows_used >= settings.budget_rows:
-            reason = f"budget: {rows_used} rows >= {settings.budget_rows}"
-            break
-        chosen, queue = queue[: settings.batch_situations], queue[settings.batch_situations:]
-        rows = await run_batch(chosen, batch)
-        signatures = set(rows["behavior_signature"]) if len(rows) else set()
-        cells = {tuple(s.cell[a] for a in AXES) for s in chosen}
-        new_sig, new_cells = len(signatures - seen_signatures), len(cells - seen_cells)
-        seen_signatures |= signatures
-        seen_cells |= cells
-        yield_ = (new_sig + new_cells) / max(len(rows), 1)
-        for s in chosen:
-            draws.append({"batch": batch, "arm": ARM_STRUCTURED, "situation_id": s.situation_id,
-                          "weight_structured": 1.0, "batch_rows": len(rows), "new_signatures": new_sig,
-                          "new_cells": new_cells, "yield": yield_})
+def _credit(rows: pd.DataFrame, arm_of: dict[str, str], arms: Arms) -> dict[str, tuple[int, int, int]]:
+    """Per arm: (rows, new signatures, new cells), crediting each discovery to the first row (by rollout id)."""
+    seen_sigs, seen_cells = set(arms.archive.signatures), set(arms.archive.rows_per_cell)
+    out: dict[str, list[int]] = {}
+    for sid, sig in rows.sort_values("rollout_id")[["situation_id", "behavior_signature"]].itertuples(index=False):
+        arm = arm_of[sid]
+        tally = out.setdefault(arm, [0, 0, 0])
+        tally[0] += 1
+        if sig not in seen_sigs:
+            seen_sigs.add(sig)
+            tally[1] += 1
+        cell = cell_of(arms.archive.drawn[sid])
+        if cell not in seen_cells:
+            seen_cells.add(cell)
+            tally[2] += 1
+    return {arm: (a, b, c) for arm, (a, b, c) in out.items()}
+
+
+def _stop_reason(arms: Arms, settings: SearchSettings, rows_used: int, flat: int, started: float) -> str | None:
+    if rows_used >= settings.budget_rows:
+        return f"budget: {rows_used} rows >= {settings.budget_rows}"
+    if settings.max_seconds is not None and time.perf_counter() - started > settings.max_seconds:
+        return f"time: over {settings.max_seconds} s"
+    if flat >= settings.patience:
+        return f"saturation: {flat} batches in a row below yield {settings.saturation_yield}"
+    if arms.planned and min(arms.archive.rows_per_cell[c] for c in arms.planned) >= settings.cell_target:
+        return f"filled: every planned cell has >= {settings.cell_target} rows"
+    return None
+
+
+async def run_search(ctx: SearchContext, run_batch: RunBatch, settings: SearchSettings = SearchSettings(),
+                     rule: WeightRule = WeightRule()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Run batches until a stop rule fires; returns (search table, rollouts, stop reason)."""
+    arms = Arms(ctx)
+    gen = rng(ctx.seed, "search")
+    weights = rule.initial()
+    draws: list[dict] = []
+    frames: list[pd.DataFrame] = []
+    rows_used, flat, batch = 0, 0, 0
+    started = time.perf_counter()
+    reason = "no train situations" if not ctx.train else None
+    while reason is None:
+        counts = allocate(weights, settings.batch_situations, gen)
+        drawn: list[tuple[str, Situation]] = []
+        for arm, n in zip(rule.arms, counts):
+            got = await arms.draw(arm, int(n), gen)
+            drawn += [(arm, s) for s in got]
+            if len(got) < n:  # an arm with nothing to offer yet lends its slots to the grid
+                drawn += [(ARM_STRUCTURED, s) for s in await arms.draw(ARM_STRUCTURED, int(n) - len(got), gen)]
+        situations = [s for _, s in drawn]
+        for _, s in drawn:
+            arms.archive.drawn[s.situation_id] = s
+        rows = await run_batch(situations, batch)
+        arm_of = {s.situation_id: arm for arm, s in drawn}
+        credit = _credit(rows, arm_of, arms) if len(rows) else {}
+        yields = {arm: ((c[1] + c[2]) / c[0] if c[0] else None) for arm, c in credit.items()}
+        total = sum(c[0] for c in credit.values())
+        batch_yield = sum(c[1] + c[2] for c in credit.values()) / total if total else 0.0
+        for arm, s in drawn:
+            rows_, sigs, cells = credit.get(arm, (0, 0, 0))
+            draws.append({"batch": batch, "arm": arm, **s.to_row(),
+                          "parent": s.notes.get("parent"), "kind": s.notes.get("probe") or s.notes.get("mutation"),
+                          **{f"w_{a}": float(w) for a, w in zip(rule.arms, weights)},
+                          "arm_rows": rows_, "arm_new_signatures": sigs, "arm_new_cells": cells,
+                          "arm_yield": yields.get(arm), "batch_yield": batch_yield})
+        arms.archive.record(situations, rows)
         frames.append(rows)
         rows_used += len(rows)
         batch += 1
-        flat = flat + 1 if yield_ < settings.saturation_yield else 0
-        if flat >= settings.patience:
-            reason = f"saturation: {flat} batches in a row below yield {settings.saturation_yield}"
-            break
-    else:
-        if train:
-            reason = "exhausted: every planned train cell was drawn"
-    search = pd.DataFrame(draws, columns=["batch", "arm", "situation_id", "weight_structured", "batch_rows",
-                                          "new_signatures", "new_cells", "yield"])
-    search["stop_reason"] = reason
+        weights = rule.update(weights, {a: yields.get(a) for a in rule.arms})
+        flat = flat + 1 if batch_yield < settings.saturation_yield else 0
+        reason = _stop_reason(arms, settings, rows_used, flat, started)
+    search = pd.DataFrame(draws)
+    if len(search):
+        search["stop_reason"] = reason
     frames = [f for f in frames if len(f)]
     rollouts = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return search, rollouts, reason
+    return search, rollouts, reason or ""
+
+
+def final_weights(search: pd.DataFrame, rule: WeightRule = WeightRule()) -> dict[str, float]:
+    """The weights the last batch was drawn with."""
+    if not len(search):
+        return dict(zip(rule.arms, rule.initial().tolist()))
+    last = search[search["batch"] == search["batch"].max()].iloc[0]
+    return {a: float(last[f"w_{a}"]) for a in rule.arms}
+
+
+def weights_by_batch(search: pd.DataFrame, rule: WeightRule = WeightRule()) -> pd.DataFrame:
+    """One row per batch: the weights it was drawn with and its yield."""
+    if not len(search):
+        return pd.DataFrame()
+    columns = [f"w_{a}" for a in rule.arms]
+    return search.groupby("batch", as_index=False)[[*columns, "batch_yield"]].first()
+
+
+def unique_signatures_per_1000(rollouts: pd.DataFrame) -> float:
+    """Distinct behaviour signatures per 1000 rollouts (the search's novelty rate)."""
+    return float(1000 * rollouts["behavior_signature"].nunique() / len(rollouts)) if len(rollouts) else float("nan")

@@ -24,9 +24,10 @@ def test_graph_snapshot():
             for k in graph.get_all_asset_keys()}
     assert deps["retail/situations"] == ["retail/covering_array", "retail/world"]
     assert deps["retail/rollouts"] == ["retail/situations", "retail/world"]
-    assert deps["retail/grades"] == ["retail/rollouts", "retail/situations"]
+    assert deps["retail/grades"] == ["retail/rollouts", "retail/search", "retail/situations"]
     assert deps["retail/sft"] == ["retail/grades", "retail/rollouts"]
     assert deps["retail/delta"] == ["retail/grades"]
+    assert deps["retail/scores"] == ["retail/grades", "retail/rollouts"]
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
     assert {("retail/grades", "judge_trust"), ("retail/rollouts", "row_schema"), ("retail/sft", "publish_gate"),
             ("retail/grpo_groups", "publish_gate"), ("retail/delta", "must_not_regress")} <= checks

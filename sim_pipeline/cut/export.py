@@ -1,0 +1,186 @@
+"""Exports: the cuts as files a trainer loads without a conversion script (TRL, OpenAI fine-tuning, verl).
+
+Shapes follow each tool's documentation (the rows themselves are built in `export_rows.py`):
+- TRL ("Dataset formats and types"): conversational language modeling (`messages` + `tools`) for
+  SFTTrainer, preference with explicit prompt (`prompt`/`chosen`/`rejected`) for DPOTrainer, preference with
+  implicit prompt (`chosen`/`rejected` + `margin`) for RewardTrainer, unpaired preference
+  (`prompt`/`completion`/`label`) for KTO/BCO, prompt-only (`prompt`) for GRPOTrainer, whose reward functions
+  receive every other column. TRL's SFT and DPO trainers json-decode a string `tools` column and drop the None
+  values Arrow adds for keys a row lacks. Parquet, so nested types are fixed at export, not guessed at load.
+- OpenAI fine-tuning: chat lines `{"messages", "tools"}` with `weight` 0/1 on assistant turns; DPO lines
+  `{"input": {"messages", "tools"}, "preferred_output", "non_preferred_output"}`. Lines hold documented keys
+  only; provenance goes to a sidecar `<name>.provenance.jsonl`, line for line.
+- verl ("Prepare Data for Post-Training"): Parquet rows with `data_source`, `prompt`, `ability`,
+  `reward_model` {style, ground_truth}, `extra_info`, and `agent_name` for its tool agent loop.
+Provenance (situation_id, seed, policy_version, rollout ids, judge_version) rides along as extra TRL columns
+and in verl's `extra_info`.
+"""
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from upath import UPath
+
+from sim_pipeline.cut import export_rows as build
+from sim_pipeline.errors import ExportError
+from sim_pipeline.warehouse import write_table
+
+FORMATS = ("trl", "openai", "verl")
+# For each format: cut -> (dataset name, row builder); files are `<dataset>.parquet` or `<dataset>.jsonl`.
+FORMAT_DATASETS: dict[str, dict[str, tuple[str, Callable[[pd.DataFrame, build.Context], build.Built]]]] = {
+    "trl": {
+        "sft": ("sft", build.trl_sft),
+        "preference_pairs": ("dpo", build.trl_dpo),
+        "reward_model_pairs": ("reward", build.trl_reward),
+        "reward_model_set": ("reward_pointwise", build.trl_pointwise),
+        "grpo_groups": ("grpo", build.trl_grpo),
+    },
+    "openai": {"sft": ("sft", build.openai_sft), "preference_pairs": ("dpo", build.openai_dpo)},
+    "verl": {"grpo_groups": ("grpo", build.verl_grpo)},
+}
+_SUFFIX = {"trl": ".parquet", "openai": ".jsonl", "verl": ".parquet"}
+
+
+@dataclass(frozen=True)
+class ExportedFile:
+    """One exported dataset: its path (None when no row survived), rows, and what was left out or masked."""
+
+    format: str
+    dataset: str
+    cut: str
+    path: str | None
+    rows: int
+    provenance_path: str | None = None
+    left_out: dict[str, int] = field(default_factory=dict)
+    masked_turns: int = 0
+
+
+def export_trl(
+    cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, tools: Sequence[Mapping[str, Any]]
+) -> list[ExportedFile]:
+    """Write the TRL datasets of the given cuts (sft, dpo, reward, reward_pointwise, grpo) as Parquet."""
+    return export("trl", cuts, out_dir, tools=tools)
+
+
+def export_openai(
+    cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, tools: Sequence[Mapping[str, Any]]
+) -> list[ExportedFile]:
+    """Write OpenAI fine-tuning JSONL (sft, dpo) of the given cuts, each with a provenance sidecar."""
+    return export("openai", cuts, out_dir, tools=tools)
+
+
+def export_verl(
+    cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, domain: str
+) -> list[ExportedFile]:
+    """Write verl's GRPO Parquet (one row per group) from the grpo_groups cut."""
+    return export("verl", cuts, out_dir, domain=domain)
+
+
+def export(
+    fmt: str,
+    cuts: Mapping[str, pd.DataFrame],
+    out_dir: str | os.PathLike[str],
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    domain: str = "",
+) -> list[ExportedFile]:
+    """Write every dataset of one format whose cut is given, under out_dir; return what was written."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}: use one of {list(FORMATS)}")
+    known = [cut for cut in FORMAT_DATASETS[fmt] if cut in cuts]
+    if not known:
+        raise ExportError(
+            f"the {fmt} export reads the cuts {list(FORMAT_DATASETS[fmt])} and got {sorted(cuts)}: "
+            f"pass at least one of them"
+        )
+    if fmt == "verl" and not domain:
+        raise ExportError("the verl export names its data_source after the domain: pass domain='<name>'")
+    if fmt != "verl" and not tools:
+        raise ExportError(
+            f"the {fmt} export checks every tool call against the declared tools: pass "
+            f"tools=load_domain(<name>).tool_schemas"
+        )
+    context = build.Context([dict(t) for t in tools], domain)
+    written = []
+    for cut in known:
+        dataset, builder = FORMAT_DATASETS[fmt][cut]
+        built = builder(cuts[cut], context)
+        path = dataset_path(fmt, cut, out_dir)
+        sidecar = None
+        if built.rows:
+            sidecar = _write(fmt, path, built.rows)
+        else:
+            remove_dataset(fmt, cut, out_dir)
+        written.append(
+            ExportedFile(
+                fmt,
+                dataset,
+                cut,
+                str(path) if built.rows else None,
+                len(built.rows),
+                sidecar,
+                dict(sorted(built.left_out.items())),
+                built.masked_turns,
+            )
+        )
+    return written
+
+
+def dataset_path(fmt: str, cut: str, out_dir: str | os.PathLike[str]) -> Path:
+    """Where one cut's dataset of a format goes under out_dir."""
+    return Path(out_dir) / f"{FORMAT_DATASETS[fmt][cut][0]}{_SUFFIX[fmt]}"
+
+
+def remove_dataset(fmt: str, cut: str, out_dir: str | os.PathLike[str]) -> None:
+    """Delete a cut's dataset (and sidecar) of an earlier export, so a refused or empty cut leaves none."""
+    path = dataset_path(fmt, cut, out_dir)
+    path.unlink(missing_ok=True)
+    if fmt == "openai":
+        _sidecar_path(path).unlink(missing_ok=True)
+
+
+def _write(fmt: str, path: Path, rows: list) -> str | None:
+    """Write one dataset atomically; return its provenance sidecar's path, if it has one."""
+    if fmt != "openai":
+        _write_parquet(path, rows)
+        return None
+    sidecar = _sidecar_path(path)
+    _write_jsonl(path, (line for line, _ in rows))
+    _write_jsonl(sidecar, ({"line": i, **provenance} for i, (_, provenance) in enumerate(rows)))
+    return str(sidecar)
+
+
+def _write_parquet(path: Path, rows: list[dict]) -> None:
+    try:
+        table = pa.Table.from_pylist(rows)
+        write_table(UPath(path), table)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise ExportError(
+            f"{path}: the rows do not fit one Parquet schema ({exc}); most likely one tool argument takes "
+            f"different JSON types in different calls: fix the tool schema or the agent, or export --format "
+            f"openai, which keeps arguments as JSON strings"
+        ) from exc
+
+
+def _write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    """Write JSON lines atomically: to a temporary file beside the target, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _sidecar_path(path: Path) -> Path:
+    return path.with_name(path.name.removesuffix(".jsonl") + ".provenance.jsonl")

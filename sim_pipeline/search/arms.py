@@ -1,0 +1,175 @@
+"""The five search arms, each a real situation generator.
+
+- structured: the next unrendered covering-array cell, then the most under-filled cell (a fresh variant).
+- llm_guided: the writer model writes the opening message for an under-filled cell.
+- open_ended: off-grid probes (search/probes.py).
+- behavior_targeted: cells whose behaviour signatures are rarest so far, re-drawn with another record.
+- failure_mutation: variations of situations that failed (search/mutations.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sim_pipeline.domain import Domain
+from sim_pipeline.models.cards import render_card
+from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
+from sim_pipeline.search.mutations import MUTATIONS, mutate
+from sim_pipeline.search.phrasing import request_phrase
+from sim_pipeline.search.probes import PROBES, probe
+from sim_pipeline.search.situations import build_situation
+from sim_pipeline.seeding import short_id, stable_int
+from sim_pipeline.situation import AXES, Situation
+from sim_pipeline.world.state import State
+
+Cell = tuple[str, ...]
+WRITER_PROMPT = ("Write the first message a customer sends to a support agent, in their own words, for the situation "
+                 "below. Include exactly the facts listed (they decide to share them now), keep the stance, and write "
+                 "nothing else.\n\n")
+
+
+def cell_of(situation: Situation) -> Cell:
+    """A situation's covering-array cell as a tuple."""
+    return tuple(situation.cell[a] for a in AXES)
+
+
+@dataclass
+class SearchContext:
+    """What the arms build situations from."""
+
+    domain: Domain
+    state: State
+    seed: int
+    train: list[Situation]
+    gateway: Gateway | None = None
+    writer_model: str = "sim/writer"
+    n_phrasings: int = 1
+
+
+@dataclass
+class Archive:
+    """What the search has seen: rows per cell, behaviour signatures overall and per cell, failures."""
+
+    rows_per_cell: Counter = field(default_factory=Counter)
+    signatures: Counter = field(default_factory=Counter)
+    cell_signatures: dict[Cell, Counter] = field(default_factory=dict)
+    failed: list[Situation] = field(default_factory=list)
+    drawn: dict[str, Situation] = field(default_factory=dict)
+    queue: list[Situation] = field(default_factory=list)
+    variants: Counter = field(default_factory=Counter)
+    made: int = 0
+
+    def record(self, situations: list[Situation], rows: pd.DataFrame) -> None:
+        """Add a batch's situations and rollouts."""
+        for s in situations:
+            self.drawn[s.situation_id] = s
+        if not len(rows):
+            return
+        for sid, sig, reward in rows[["situation_id", "behavior_signature", "oracle_reward"]].itertuples(index=False):
+            cell = cell_of(self.drawn[sid])
+            self.rows_per_cell[cell] += 1
+            self.signatures[sig] += 1
+            self.cell_signatures.setdefault(cell, Counter())[sig] += 1
+        failed = set(rows.loc[rows["oracle_reward"] < 1, "situation_id"])
+        self.failed += [self.drawn[sid] for sid in sorted(failed) if self.drawn[sid] not in self.failed]
+
+
+class Arms:
+    """Draws situations for each arm."""
+
+    def __init__(self, ctx: SearchContext) -> None:
+        self.ctx = ctx
+        self.archive = Archive(queue=list(ctx.train))
+        self.planned: list[Cell] = sorted({cell_of(s) for s in ctx.train})
+        self._cells = {cell_of(s): s.cell for s in ctx.train}
+
+    def _new_id(self, arm: str, *parts: Any) -> str:
+        self.archive.made += 1
+        return short_id(self.ctx.domain.name, self.ctx.seed, arm, parts, self.archive.made)
+
+    def _variant(self, cell: Cell, source: str) -> Situation:
+        """The cell drawn again with another record and facts (a new situation id)."""
+        self.archive.variants[cell] += 1
+        return build_situation(self.ctx.domain, self.ctx.state, self._cells[cell], seed=self.ctx.seed,
+                               variant=self.archive.variants[cell], split="train",
+                               n_phrasings=self.ctx.n_phrasings, source=source)
+
+    def _underfilled(self, gen: np.random.Generator, n: int) -> list[Cell]:
+        counts = np.array([self.archive.rows_per_cell[c] for c in self.planned], dtype=float)
+        order = np.lexsort((gen.random(len(self.planned)), counts))  # fewest rows first, ties seeded
+        return [self.planned[i] for i in order[:n]]
+
+    async def draw(self, arm: str, n: int, gen: np.random.Generator) -> list[Situation]:
+        """n situations from one arm (fewer when it has nothing to offer yet)."""
+        if n <= 0:
+            return []
+        return await getattr(self, arm)(n, gen)
+
+    async def structured(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        out = [self.archive.queue.pop(0) for _ in range(min(n, len(self.archive.queue)))]
+        out += [self._variant(cell, "structured") for cell in self._underfilled(gen, n - len(out))]
+        return out
+
+    async def llm_guided(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        out = []
+        for cell in self._underfilled(gen, n):
+            base = self._variant(cell, "llm_guided")
+            text = await self._write(base)
+            out.append(dataclasses.replace(base, phrasings=(text, *base.phrasings[1:])) if text else base)
+        return out
+
+    async def _write(self, situation: Situation) -> str | None:
+        """The writer model's opening for a situation (None if the writer failed: the template opening stays)."""
+        if self.ctx.gateway is None or not situation.intent_tool:
+            return None
+        tool = self.ctx.domain.tool(situation.intent_tool)
+        request, noun = request_phrase(tool.name, tool.description) if tool else (None, "account")
+        shown = {k: situation.facts[k] for k in situation.opening_facts if k in situation.facts}
+        card = {"request": request, "noun": noun, "facts": shown, "stance": situation.cell["stance"],
+                "history": situation.cell["history"]}
+        messages = [{"role": "user", "content": WRITER_PROMPT + render_card("writer", card)}]
+        seed = stable_int("writer", situation.situation_id) % (2**31 - 1)
+        try:
+            reply = await self.ctx.gateway.complete(self.ctx.writer_model, messages, sampling=Sampling(1.0, 1.0, 256, seed))
+        except ProviderError:
+            return None
+        return (reply.message.get("content") or "").strip() or None
+
+    async def open_ended(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        pool = self.ctx.train
+        out = []
+        for _ in range(n):
+            kind = PROBES[self.archive.made % len(PROBES)]
+            base = pool[int(gen.integers(len(pool)))]
+            partner = pool[int(gen.integers(len(pool)))]
+            out.append(probe(base, kind, situation_id=self._new_id("open_ended", base.situation_id, kind), gen=gen,
+                             partner=partner))
+        return out
+
+    async def behavior_targeted(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        seen = [c for c in self.planned if c in self.archive.cell_signatures]
+        if not seen:
+            return []
+        # A cell's rarity: how often its rarest signature has been seen overall (1 = only ever once).
+        rarity = np.array([min(self.archive.signatures[s] for s in self.archive.cell_signatures[c]) for c in seen])
+        order = np.lexsort((gen.random(len(seen)), rarity))
+        return [self._variant(seen[i], "behavior_targeted") for i in order[:n]]
+
+    async def failure_mutation(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        failed = self.archive.failed
+        if not failed:
+            return []
+        out = []
+        for _ in range(n):
+            parent = failed[int(gen.integers(len(failed)))]
+            kind = MUTATIONS[self.archive.made % len(MUTATIONS)]
+            sibling = self._variant(cell_of(parent), "failure_mutation") if kind == "swap_entity" else None
+            out.append(mutate(parent, kind, situation_id=self._new_id("failure_mutation", parent.situation_id, kind),
+                              gen=gen, sibling=sibling))
+        return out

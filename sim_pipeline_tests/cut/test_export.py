@@ -1,0 +1,411 @@
+"""Exports load with the Hugging Face loaders a trainer uses, in the shapes TRL, OpenAI and verl document.
+
+The main inputs are real: one partition of `sim-pipeline run --domain retail` (agent-v1, seed 0; rollouts
+reduced to the columns the cuts read) in `data/`, cut by `build_cut` as the cut assets do. Edge cases use
+synthetic rows.
+"""
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local files only: the loaders must never reach the Hub
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import datasets
+import jsonschema
+import pandas as pd
+import pytest
+from upath import UPath
+
+from sim_pipeline.cut.chat_format import OPENAI_KEYS
+from sim_pipeline.cut.cuts import CUTS, build_cut
+from sim_pipeline.cut.export import FORMATS, export, export_openai, export_trl, export_verl
+from sim_pipeline.cut.preference import build_preference_pairs
+from sim_pipeline.cut.reward_model import reward_model_set
+from sim_pipeline.cut.sft import select_for_sft
+from sim_pipeline.domain import load_domain
+from sim_pipeline.errors import ExportError
+from sim_pipeline.warehouse import read_table
+
+DATA = Path(__file__).parent / "data"
+TOOLS = load_domain("retail").tool_schemas
+ROLES = {"system", "user", "assistant", "tool"}
+datasets.disable_progress_bars()
+
+
+@pytest.fixture(scope="module")
+def cuts() -> dict[str, pd.DataFrame]:
+    rollouts = read_table(UPath(DATA / "retail_agent-v1_seed0_rollouts.parquet"))
+    grades = read_table(UPath(DATA / "retail_agent-v1_seed0_grades.parquet"))
+    return {
+        name: build_cut(name, rollouts, grades, tools=TOOLS, judge_trusted=True, opt_out=False).table
+        for name in CUTS
+    }
+
+
+@pytest.fixture(scope="module")
+def exported(cuts, tmp_path_factory) -> dict[tuple[str, str], object]:
+    out = tmp_path_factory.mktemp("exports")
+    files = (
+        export_trl(cuts, out / "trl", tools=TOOLS)
+        + export_openai(cuts, out / "openai", tools=TOOLS)
+        + export_verl(cuts, out / "verl", domain="retail")
+    )
+    return {(f.format, f.dataset): f for f in files}
+
+
+def load(path: str, tmp_path: Path) -> datasets.Dataset:
+    """What a training script does: the packaged parquet/json loader on a local file (cache in tmp_path)."""
+    builder = "json" if path.endswith(".jsonl") else "parquet"
+    return datasets.load_dataset(builder, data_files=path, split="train", cache_dir=str(tmp_path / "hf"))
+
+
+def strip_none(value):
+    """What TRL's trainers do first: drop the None values Arrow adds for keys a row lacks."""
+    if isinstance(value, list):
+        return [strip_none(v) for v in value]
+    if isinstance(value, dict):
+        return {k: strip_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def lines(path: str) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def assert_chat(messages: list[dict], *, first: str, last: str) -> None:
+    """A chat-template conversation: role and content on every turn, calls answered by id, roles as asked."""
+    assert messages[0]["role"] == first and messages[-1]["role"] == last
+    open_calls: set[str] = set()
+    for message in messages:
+        assert message["role"] in ROLES and isinstance(message["content"], str)
+        for call in message.get("tool_calls", []):
+            assert call["type"] == "function" and isinstance(call["function"]["arguments"], dict)
+            open_calls.add(call["id"])
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls
+
+
+def test_every_format_writes_each_of_its_cuts(exported):
+    assert sorted(exported) == sorted(
+        [("trl", d) for d in ("sft", "dpo", "reward", "reward_pointwise", "grpo")]
+        + [("openai", "sft"), ("openai", "dpo"), ("verl", "grpo")]
+    )
+    assert all(f.rows > 0 and Path(f.path).exists() for f in exported.values())
+
+
+def test_trl_sft_is_conversational_language_modeling_with_tools(exported, cuts, tmp_path):
+    ds = load(exported["trl", "sft"].path, tmp_path)
+    assert {
+        "messages",
+        "tools",
+        "situation_id",
+        "seed",
+        "policy_version",
+        "rollout_id",
+        "judge_version",
+    } <= set(ds.column_names)
+    assert ds.num_rows == len(cuts["sft"]) - sum(exported["trl", "sft"].left_out.values())
+    for row in ds:
+        assert_chat(strip_none(row["messages"]), first="system", last="assistant")
+        assert json.loads(row["tools"]) == TOOLS  # TRL json-decodes a string tools column
+
+
+def test_trl_dpo_is_preference_with_explicit_prompt(exported, tmp_path):
+    ds = load(exported["trl", "dpo"].path, tmp_path)
+    assert {
+        "prompt",
+        "chosen",
+        "rejected",
+        "tools",
+        "chosen_rollout_id",
+        "rejected_rollout_id",
+        "margin",
+    } <= set(ds.column_names)
+    for row in ds:
+        assert_chat(strip_none(row["prompt"]), first="system", last="user")
+        for side in ("chosen", "rejected"):
+            assert_chat(strip_none(row[side]), first="assistant", last="assistant")
+        assert row["chosen"] != row["rejected"] and row["chosen_rollout_id"] != row["rejected_rollout_id"]
+
+
+def test_trl_reward_is_preference_with_implicit_prompt_and_margin(exported, tmp_path):
+    ds = load(exported["trl", "reward"].path, tmp_path)
+    assert {"chosen", "rejected", "margin", "tools"} <= set(
+        ds.column_names
+    ) and "prompt" not in ds.column_names
+    for row in ds:
+        chosen, rejected = strip_none(row["chosen"]), strip_none(row["rejected"])
+        assert_chat(chosen, first="system", last="assistant")
+        assert chosen[:2] == rejected[:2]  # the shared prompt: system and the opening user turn
+        assert (
+            row["margin"] == pytest.approx(row["chosen_reward"] - row["rejected_reward"])
+            and row["margin"] > 0
+        )
+
+
+def test_trl_pointwise_is_unpaired_preference(exported, cuts, tmp_path):
+    ds = load(exported["trl", "reward_pointwise"].path, tmp_path)
+    assert {"prompt", "completion", "label", "reward"} <= set(ds.column_names)
+    assert ds.num_rows == len(cuts["reward_model_set"])
+    assert ds["label"] == [r >= 1.0 for r in ds["reward"]]
+
+
+def test_trl_grpo_is_prompt_only_with_the_reward_columns(exported, cuts, tmp_path):
+    ds = load(exported["trl", "grpo"].path, tmp_path)
+    assert {
+        "prompt",
+        "rewards",
+        "rollout_ids",
+        "group_size",
+        "group_pass_rate",
+        "situation_id",
+        "seed",
+    } <= set(ds.column_names)
+    assert ds.num_rows == cuts["grpo_groups"]["group_id"].nunique()
+    for row in ds:
+        assert_chat(strip_none(row["prompt"]), first="system", last="user")
+        passes = sum(r == 1.0 for r in row["rewards"])
+        assert (
+            len(row["rewards"]) == len(row["rollout_ids"]) == row["group_size"]
+            and 0 < passes < row["group_size"]
+        )
+    # Groups come round-robin over fault kinds: the first round shows every kind once.
+    kinds = ds["tool_condition"]
+    assert len(set(kinds[: len(set(kinds))])) == len(set(kinds))
+
+
+def test_openai_sft_lines_carry_weights_and_only_documented_keys(exported, tmp_path):
+    sft = exported["openai", "sft"]
+    rows, provenance = lines(sft.path), lines(sft.provenance_path)
+    assert len(rows) == len(provenance) == sft.rows and [p["line"] for p in provenance] == list(
+        range(sft.rows)
+    )
+    for row, prov in zip(rows, provenance, strict=True):
+        assert set(row) == {"messages", "tools"} and row["tools"] == TOOLS
+        for message in row["messages"]:
+            assert set(message) <= set(OPENAI_KEYS[message["role"]]) and None not in message.values()
+            assert ("weight" in message) == (message["role"] == "assistant")
+            for call in message.get("tool_calls", []):
+                assert isinstance(json.loads(call["function"]["arguments"]), dict)
+        assert (
+            any(m.get("weight") == 1 for m in row["messages"]) and row["messages"][-1]["role"] == "assistant"
+        )
+        assert {"situation_id", "seed", "policy_version", "rollout_id", "judge_version"} <= set(prov)
+    assert load(sft.path, tmp_path).column_names == ["messages", "tools"]
+
+
+def test_openai_dpo_lines_hold_one_assistant_turn_per_side(exported, tmp_path):
+    dpo = exported["openai", "dpo"]
+    rows, provenance = lines(dpo.path), lines(dpo.provenance_path)
+    assert len(rows) == len(provenance) == dpo.rows
+    for row, prov in zip(rows, provenance, strict=True):
+        assert set(row) == {"input", "preferred_output", "non_preferred_output"}
+        assert (
+            set(row["input"]) == {"messages", "tools"} and row["input"]["messages"][-1]["role"] != "assistant"
+        )
+        for side in ("preferred_output", "non_preferred_output"):
+            assert [m["role"] for m in row[side]] == ["assistant"] and "weight" not in row[side][0]
+        assert row["preferred_output"] != row["non_preferred_output"]
+        assert {"chosen_rollout_id", "rejected_rollout_id", "judge_version", "turn_index"} <= set(prov)
+    assert set(load(dpo.path, tmp_path).column_names) == {"input", "preferred_output", "non_preferred_output"}
+
+
+def test_verl_rows_have_the_documented_fields(exported, cuts, tmp_path):
+    ds = load(exported["verl", "grpo"].path, tmp_path)
+    assert ds.column_names == ["data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"]
+    assert ds.num_rows == cuts["grpo_groups"]["group_id"].nunique()
+    for index, row in enumerate(ds):
+        assert row["data_source"] == "sim_pipeline/retail" and row["agent_name"] == "tool_agent"
+        assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+        assert row["reward_model"]["style"] == "rule"
+        truth = json.loads(row["reward_model"]["ground_truth"])
+        info = row["extra_info"]
+        assert truth == {"domain": "retail", "seed": info["seed"], "situation_id": info["situation_id"]}
+        assert (
+            info["index"] == index and len(info["rollout_ids"]) == len(info["rewards"]) == info["group_size"]
+        )
+        assert {"policy_version", "group_id", "judge_version"} <= set(info)
+
+
+def source_calls(cuts: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """Every tool call of the cuts by id: its name and decoded arguments."""
+    calls = {}
+    for table in cuts.values():
+        for column in ("messages", "prompt", "completion", "chosen", "rejected"):
+            for messages in table.get(column, []):
+                for message in messages:
+                    for call in message["tool_calls"] or []:
+                        calls[call["id"]] = {
+                            "name": call["function"]["name"],
+                            "arguments": json.loads(call["function"]["arguments"]),
+                        }
+    return calls
+
+
+def test_tool_calls_round_trip_and_imitation_targets_fit_the_declared_schema(exported, cuts, tmp_path):
+    source, schemas = source_calls(cuts), {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    seen = 0
+    for (fmt, dataset), f in exported.items():
+        rows = lines(f.path) if fmt == "openai" else [strip_none(r) for r in load(f.path, tmp_path)]
+        for row in rows:
+            for key, messages in _conversations(row):
+                for message in messages:
+                    target = _is_target(fmt, dataset, key, message)
+                    for call in message.get("tool_calls", []):
+                        arguments = call["function"]["arguments"]
+                        arguments = json.loads(arguments) if fmt == "openai" else arguments
+                        assert {"name": call["function"]["name"], "arguments": arguments} == source[
+                            call["id"]
+                        ]
+                        if target:
+                            jsonschema.validate(arguments, schemas[call["function"]["name"]])
+                        seen += 1
+    assert seen > 100
+
+
+def _conversations(row: dict):
+    for key in (
+        "messages",
+        "prompt",
+        "chosen",
+        "rejected",
+        "completion",
+        "preferred_output",
+        "non_preferred_output",
+    ):
+        if key in row:
+            yield key, row[key]
+    if "input" in row:
+        yield "input", row["input"]["messages"]
+
+
+def _is_target(fmt: str, dataset: str, key: str, message: dict) -> bool:
+    """Turns a trainer imitates: assistant turns of TRL SFT, weight 1 in OpenAI SFT, OpenAI's preferred."""
+    if fmt == "trl":
+        return dataset == "sft" and message["role"] == "assistant"
+    return (dataset == "sft" and message.get("weight") == 1) or key == "preferred_output"
+
+
+# --- What the exports leave out or mask (synthetic cut rows) -----------------------------------------------
+
+
+def bad_call_rollout(make, situation_id, *, reward, sample_index=0, shared=False, arguments=None):
+    """A rollout with one more tool call, which the schema rejects (no order_id by default), then an error."""
+    row, grade = make(
+        situation_id, reward=reward, sample_index=sample_index, final_text=f"done {sample_index}"
+    )
+    bad = {
+        "id": f"call_bad_{sample_index}",
+        "type": "function",
+        "function": {"name": "cancel_order", "arguments": json.dumps(arguments or {})},
+    }
+    reply = {
+        "role": "tool",
+        "content": '{"status": "rejected"}',
+        "tool_calls": None,
+        "tool_call_id": bad["id"],
+        "name": "cancel_order",
+    }
+    first = {"role": "assistant", "content": None, "tool_calls": [bad], "tool_call_id": None, "name": None}
+    position = 2 if shared else len(row["messages"]) - 1
+    row["messages"] = [*row["messages"][:position], first, reply, *row["messages"][position:]]
+    return row, grade
+
+
+def test_a_schema_breaking_call_is_masked_for_openai_and_dropped_for_trl(make, to_frames, tools, tmp_path):
+    rollouts, grades = to_frames([bad_call_rollout(make, "s1", reward=1.0), make("s2", reward=1.0)])
+    sft = select_for_sft(rollouts, grades, tools=tools)
+    (trl,) = export("trl", {"sft": sft}, tmp_path / "trl", tools=tools)
+    (openai,) = export("openai", {"sft": sft}, tmp_path / "openai", tools=tools)
+    assert (trl.rows, trl.left_out) == (1, {"invalid_tool_call": 1})
+    assert (openai.rows, openai.masked_turns) == (2, 1)
+    weights = [
+        [m.get("weight") for m in line["messages"] if m["role"] == "assistant"] for line in lines(openai.path)
+    ]
+    assert weights == [
+        [1, 0, 1],
+        [1, 1],
+    ]  # the rejected call stays as context; the recovery is still imitated
+    assert [p["masked_turns"] for p in lines(openai.provenance_path)] == [1, 0]
+
+
+def test_a_pair_is_dropped_when_chosen_breaks_the_schema_after_the_sides_part(
+    make, to_frames, tools, tmp_path
+):
+    after = [
+        bad_call_rollout(make, "s1", reward=1.0),
+        make("s1", sample_index=1, reward=0.0, final_text="no"),
+    ]
+    shared = [
+        bad_call_rollout(make, "s2", reward=1.0, shared=True),
+        bad_call_rollout(make, "s2", reward=0.0, sample_index=1, shared=True),
+    ]
+    pairs, _ = build_preference_pairs(*to_frames(after + shared))
+    (trl,) = export("trl", {"preference_pairs": pairs}, tmp_path / "trl", tools=tools)
+    (openai,) = export("openai", {"preference_pairs": pairs}, tmp_path / "openai", tools=tools)
+    assert (trl.rows, trl.left_out) == (1, {"chosen_invalid_tool_call": 1})
+    assert (openai.rows, openai.left_out) == (1, {"chosen_invalid_tool_call": 1})
+    assert lines(openai.provenance_path)[0]["situation_id"] == "s2"
+
+
+def test_identical_sides_carry_no_preference(make, to_frames, tools, tmp_path):
+    pairs, _ = build_preference_pairs(
+        *to_frames([make("s1", reward=1.0), make("s1", sample_index=1, reward=0.0)])
+    )
+    assert len(pairs) == 1  # the same conversation graded 1 and 0: judge noise, not a preference
+    for fmt in ("trl", "openai"):
+        (f,) = export(fmt, {"preference_pairs": pairs}, tmp_path / fmt, tools=tools)
+        assert (f.rows, f.path, f.left_out) == (0, None, {"identical_sides": 1})
+
+
+def test_openai_dpo_needs_the_sides_to_part_at_an_assistant_turn(make, to_frames, tools, tmp_path):
+    chosen, rejected = make("s1", reward=1.0), make("s1", sample_index=1, reward=0.0)
+    rejected[0]["messages"][3]["content"] = (
+        '{"status": "timeout"}'  # same call, the world answered differently
+    )
+    pairs, _ = build_preference_pairs(*to_frames([chosen, rejected]))
+    (f,) = export("openai", {"preference_pairs": pairs}, tmp_path, tools=tools)
+    assert f.left_out == {"sides_part_outside_an_assistant_turn": 1}
+
+
+def test_an_empty_dataset_removes_the_earlier_file(make, to_frames, tools, tmp_path):
+    rollouts, grades = to_frames([make("s1", reward=1.0)])
+    (f,) = export("openai", {"sft": select_for_sft(rollouts, grades, tools=tools)}, tmp_path, tools=tools)
+    assert Path(f.path).exists() and Path(f.provenance_path).exists()
+    (f,) = export(
+        "openai",
+        {"sft": select_for_sft(rollouts, grades.assign(reward=0.0), tools=tools)},
+        tmp_path,
+        tools=tools,
+    )
+    assert (f.rows, f.path) == (0, None) and not list(tmp_path.iterdir())
+
+
+def test_arguments_of_conflicting_types_stop_a_parquet_export_with_the_fix(make, to_frames, tools, tmp_path):
+    rows = [make("s1", reward=1.0), bad_call_rollout(make, "s2", reward=0.0, arguments={"order_id": 1001})]
+    pointwise, _ = reward_model_set(*to_frames(rows))
+    with pytest.raises(ExportError, match="--format openai"):
+        export("trl", {"reward_model_set": pointwise}, tmp_path, tools=tools)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "cuts", "message"),
+    [
+        ("csv", {"sft": pd.DataFrame()}, "unknown export format 'csv'"),
+        ("verl", {"sft": pd.DataFrame()}, "reads the cuts \\['grpo_groups'\\]"),
+    ],
+)
+def test_bad_requests_name_the_fix(fmt, cuts, message, tmp_path):
+    with pytest.raises(ExportError, match=message):
+        export(fmt, cuts, tmp_path)
+
+
+def test_the_cli_offers_every_format_and_no_other():
+    from sim_pipeline.cli import parser
+
+    for fmt in FORMATS:
+        assert parser().parse_args(["export", "--format", fmt]).format == fmt
+    with pytest.raises(SystemExit):
+        parser().parse_args(["export", "--format", "csv"])
