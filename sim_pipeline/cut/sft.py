@@ -76,8 +76,29 @@ def _spread(best: pd.DataFrame, cap: int) -> pd.DataFrame:
     return best.loc[sorted(keep)]
 
 
+def _rejected_calls(messages: list[dict[str, Any]]) -> set[str]:
+    """Ids of tool calls the world refused as malformed (bad or placeholder arguments, unknown tool)."""
+    refused = set()
+    for m in messages:
+        if m["role"] != "tool":
+            continue
+        try:
+            result = json.loads(m.get("content") or "{}")
+        except ValueError:
+            continue
+        if isinstance(result, dict) and result.get("error") in defaults.SFT_UNTAUGHT_ERRORS:
+            refused.add(m.get("tool_call_id"))
+    return refused
+
+
 def _with_loss_mask(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages up to the last assistant turn, each with weight 1 if the assistant wrote it, else 0."""
+    """Messages up to the last assistant turn, weight 1 on what the assistant wrote, else 0.
+
+    An assistant turn whose tool call the world refused as malformed gets weight 0 too: a passing conversation
+    may recover from such a call, but the call itself must not be imitated.
+    """
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    refused = _rejected_calls(messages)
     # Trailing user/tool turns carry no loss and chat fine-tuning formats want an assistant turn last.
-    return [{**m, "weight": int(m["role"] == "assistant")} for m in messages[: last + 1]]
+    return [{**m, "weight": int(m["role"] == "assistant" and not any(
+        c.get("id") in refused for c in m.get("tool_calls") or []))} for m in messages[: last + 1]]

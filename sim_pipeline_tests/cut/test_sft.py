@@ -103,3 +103,20 @@ def test_parquet_round_trip_in_and_out(make, to_frames, tools, tmp_path):
 def test_empty_input_gives_empty_frame_with_columns(make, to_frames, tools):
     cut = select_for_sft(*to_frames([make("s1", reward=0.0)]), tools=tools)
     assert cut.empty and list(cut.columns) == SFT_COLUMNS
+
+
+def test_a_refused_call_is_never_imitated():
+    # Regression: a passing conversation that recovered from a placeholder call taught the placeholder call.
+    from sim_pipeline.cut.sft import _with_loss_mask
+
+    call = {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "<order_id>"}'}}
+    good = {"id": "c2", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "4821"}'}}
+    messages = [
+        {"role": "user", "content": "where is my order 4821?", "tool_calls": None},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"status": "rejected", "error": "placeholder_argument"}'},
+        {"role": "assistant", "content": None, "tool_calls": [good]},
+        {"role": "tool", "tool_call_id": "c2", "content": '{"status": "ok"}'},
+        {"role": "assistant", "content": "It shipped.", "tool_calls": None},
+    ]
+    assert [m["weight"] for m in _with_loss_mask(messages)] == [0, 0, 0, 1, 0, 1]
