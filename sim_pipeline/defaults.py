@@ -151,12 +151,12 @@ CONDUCT_REPEAT_REWARD = 0.5  # a loop that still reached the goal keeps half cre
 JUDGE_TEMPERATURE = 0.0  # judges grade greedily: the same transcript gets the same grade
 DEFAULT_JUDGE_MODEL = "sim/judge"  # the embedded judge; a different family from the sim agents
 JUDGE_SLIP_RATE = 0.02  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
-JUDGE_NOISY_DOUBT_RATE = 0.25  # sim/judge-noisy fails this share of calls at random: kappa falls under 0.6 on ~2/3 pass rates
+JUDGE_NOISY_DOUBT_RATE = 0.25  # sim/judge-noisy fails this share of calls at random: agreement's lower bound drops to ~0.74
 JUDGE_LENGTH_BIAS_MID_CHARS = 400.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
 JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~200 chars are almost never swayed (p < 2%)
 JUDGE_MAX_TOKENS = 512  # a one- or two-sentence reason and a score fit easily; caps a rambling judge's cost
-JUDGE_STRESS_ROWS = 40  # judged rows re-judged unchanged and with filler: 40 gives a sign test p < 0.001 at 10+ net flips
-JUDGE_PROBE_CASES = 30  # situations per probe (cap): n >= 20 may flag; at 30 a 3%-error judge flags a probe ~6% of the time
+JUDGE_STRESS_ROWS = 40  # judged rows re-judged unchanged and with filler: 10 one-way filler flips of 40 give sign p < 0.002
+JUDGE_PROBE_CASES = 30  # situations per probe (cap): n >= 20 may flag; at 30 a 2%-error judge flags a probe ~2% of the time
 JUDGE_PROBE_KEYWORDS = 10  # rubric words a keyword-stuffing probe repeats: hits a keyword matcher, stays short (~130 chars)
 JUDGE_STRESS_SEED = 0  # seeds which rows and situations the perturbations and probes use
 JUDGE_TRUST_MAX_FLIP_RATE = 0.10  # REFERENCE 6: re-judging an unchanged case flips >= 10% of verdicts: unstable judge

@@ -9,13 +9,15 @@ import pandas as pd
 
 from sim_pipeline import defaults
 from sim_pipeline.axes import MULTI_TOOL, UNRELATED
-from sim_pipeline.domain import Domain, Entity, Tool
+from sim_pipeline.domain import Action, Domain, Entity, Tool
 from sim_pipeline.search.phrasing import phrasings, request_phrase
 from sim_pipeline.seeding import rng, short_id
 from sim_pipeline.situation import AXES, Situation
+from sim_pipeline.world.infer import DELETE_VERBS, Binding, bind, default_action, makes_record, snake
 from sim_pipeline.world.options import WorldOptions
-from sim_pipeline.world.sandbox import PENDING_FIELD, Fault, WorldSetup, default_action
-from sim_pipeline.world.state import State, draw_id
+from sim_pipeline.world.setup import PENDING_FIELD, Fault, WorldSetup
+from sim_pipeline.world.state import State, new_id, record_key
+from sim_pipeline.world.values import draw_value
 
 UNRELATED_REQUESTS = (
     "Can you recommend a good pizza place near me?", "What will the weather be like this weekend?",
@@ -35,7 +37,7 @@ def _intent(domain: Domain, cell: dict[str, str], gen: np.random.Generator) -> T
         return None
     if cell["tool"] == MULTI_TOOL:
         # Needs a lookup first: a write on an entity the user can only name by its lookup field.
-        writers = [t for t in domain.tools if t.writes and (e := domain.entity_for(t)) is not None and e.lookup_by]
+        writers = [t for t in domain.tools if t.writes and (e := bind(domain, t).entity) is not None and e.lookup_by]
         return _pick(gen, writers) if writers else _pick(gen, list(domain.tools))
     return domain.tool(cell["tool"])
 
@@ -44,9 +46,42 @@ def _limit_rule(domain: Domain, tool: Tool | None) -> Any:
     return next((r for r in domain.rules if r.kind == "argument_limit" and tool and tool.name in r.tools), None)
 
 
-def _choose_record(domain: Domain, state: State, entity: Entity, tool: Tool, gen: np.random.Generator) -> dict[str, Any]:
-    action = domain.actions.get(tool.name) or default_action(tool)
+def _action(domain: Domain, tool: Tool, binding: Binding) -> Action:
+    return domain.actions.get(tool.name) or default_action(tool, binding.id_argument)
+
+
+def _fresh_id(domain: Domain, state: State, entity: Entity, gen: np.random.Generator, options: WorldOptions) -> str:
+    """An id no record has (the world's own id shape); `missing` when an enum of ids is used up."""
+    made = new_id(domain, entity.name, gen, options, state.get(entity.name, {}))
+    return "missing" if made is None else record_key(made)
+
+
+def _fresh_lookup(state: State, entity: Entity, gen: np.random.Generator, options: WorldOptions) -> Any:
+    """A lookup value (an email...) no record has, so a lookup by it finds exactly what the situation sets up."""
+    spec = next(f for f in entity.fields if f.name == entity.lookup_by)
+    taken = {str(r.get(spec.name)).lower() for r in state.get(entity.name, {}).values()}
+    value = draw_value(spec, gen, options)
+    for _ in range(defaults.WORLD_ID_DRAW_TRIES):
+        if str(value).lower() not in taken:
+            break
+        value = draw_value(spec, gen, options)
+    return value
+
+
+def _mask(action: Action, entity: Entity) -> tuple[str, ...]:
+    """The fields the world cannot tell: those the write needs or sets, else (a read) the entity's state fields."""
+    fields = set(action.requires) | set(action.sets)
+    fields = fields or {f.name for f in entity.fields if f.kind == "enum" and f.name != entity.lookup_by}
+    return tuple(sorted(fields or {f.name for f in entity.fields if f.name != entity.lookup_by}))
+
+
+def _choose_record(domain: Domain, state: State, entity: Entity, tool: Tool, gen: np.random.Generator,
+                   options: WorldOptions) -> dict[str, Any]:
+    action = _action(domain, tool, bind(domain, tool))
     records = [r for _, r in sorted(state.get(entity.name, {}).items())]
+    if not records:  # an event log with nothing in it yet: the situation's record is drawn fresh
+        made = new_id(domain, entity.name, gen, options, {})
+        records = [{entity.id_argument: made, **{f.name: draw_value(f, gen, options) for f in entity.fields}}]
     eligible = [r for r in records if all(r.get(k) in v for k, v in action.requires.items())]
     record = dict(_pick(gen, eligible or records))
     for key, allowed in action.requires.items():
@@ -56,7 +91,9 @@ def _choose_record(domain: Domain, state: State, entity: Entity, tool: Tool, gen
 
 
 def _fact_value(domain: Domain, name: str, spec: dict[str, Any], record: dict[str, Any] | None,
-                gen: np.random.Generator) -> Any:
+                gen: np.random.Generator, id_alias: tuple[str, str] | None = None) -> Any:
+    if id_alias is not None and record is not None and name == id_alias[0]:
+        return record[id_alias[1]]  # `id` on a tool whose entity keys its records by `order_id`
     if "enum" in spec:
         return _pick(gen, spec["enum"])
     if name in domain.facts:  # a pool wins over the record: an update brings a new value, not the current one
@@ -78,73 +115,100 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
     situation_id = short_id(domain.name, seed, [cell[a] for a in AXES], variant)
     gen = rng(seed, "situation", situation_id)
     tool = _intent(domain, cell, gen)
-    entity = domain.entity_for(tool) if tool else None
+    binding = bind(domain, tool) if tool else Binding(None, None)
+    entity = binding.entity
+    id_argument = binding.id_argument or (entity.id_argument if entity else None)  # the id the user quotes
     upserts: list[tuple[str, dict[str, Any]]] = []
+    deletes: list[tuple[str, str]] = []
     masked: list[tuple[str, str, tuple[str, ...]]] = []
     record: dict[str, Any] | None = None
     entity_id = None
     effect: dict[str, Any] = {}
     notes: dict[str, Any] = {"stance": cell["stance"], "history": cell["history"]}
     world_state = cell["world_state"]
+    event_like = tool is not None and tool.writes and makes_record(tool, binding)
     if tool is not None and entity is not None:
-        action = domain.actions.get(tool.name) or default_action(tool)
-        record = _choose_record(domain, state, entity, tool, gen)
+        action = _action(domain, tool, binding)
+        record = _choose_record(domain, state, entity, tool, gen, options)
         limit = _limit_rule(domain, tool)
         money_field = next((k for k, v in record.items() if isinstance(v, float)), None)
         if limit is not None and money_field:
             # The rule axis decides whether the limit binds: over it when this rule is under stress, under otherwise.
             factor = defaults.LIMIT_OVER_FACTOR if cell["rule"] == limit.id else defaults.LIMIT_UNDER_FACTOR
             record[money_field] = round((limit.limit or 0) * factor, 2)
-        entity_id = str(record[entity.id_argument])
-        if world_state == "entity_missing":
-            entity_id = draw_id(gen, options, state.get(entity.name, {}))
+        entity_id = record_key(record[entity.id_argument])
+        by_lookup = binding.id_argument is None and entity.lookup_by is not None
+        if event_like:
+            # A create or a logged event names no existing record: only already_acted_on (the same record is already
+            # there) changes the world; every other state plays as entity_exists.
+            notes["already_applied"] = world_state == "already_acted_on"
+            upserts.append((entity.name, record))
+        elif world_state == "entity_missing":
+            entity_id = _fresh_id(domain, state, entity, gen, options)
             record = {**record, entity.id_argument: entity_id}
+            if by_lookup:  # a tool without the id finds records by lookup: the user's value must find none
+                record[entity.lookup_by] = _fresh_lookup(state, entity, gen, options)  # type: ignore[index]
         else:
+            if by_lookup and tool.writes:  # the write finds its record by lookup: make that name exactly one
+                record[entity.lookup_by] = _fresh_lookup(state, entity, gen, options)  # type: ignore[index]
             if world_state == "already_acted_on":
                 # The effect is already in place; `$argument` values are resolved once the facts are drawn below.
                 notes["already_applied"] = True
-            elif world_state == "partially_completed" and tool.writes:
-                record[PENDING_FIELD] = tool.name
+            elif world_state == "partially_completed":
+                # An earlier write was half done: the intended one, or for a read the entity's first writer.
+                writer = tool if tool.writes else next((t for t in domain.tools if t.writes and t.kind != "create"
+                                                        and bind(domain, t).entity == entity), None)
+                if writer is not None:
+                    record[PENDING_FIELD] = writer.name
             elif world_state == "duplicate_entity" and entity.lookup_by:
-                twin = {**record, entity.id_argument: draw_id(gen, options, state.get(entity.name, {}))}
+                twin = {**record, entity.id_argument: _fresh_id(domain, state, entity, gen, options)}
                 upserts.append((entity.name, twin))
                 notes["twin_id"] = twin[entity.id_argument]
             elif world_state == "unknown":
-                masked.append((entity.name, entity_id, tuple(sorted(set(action.requires) | set(action.sets)))))
+                masked.append((entity.name, entity_id, _mask(action, entity)))
             upserts.append((entity.name, record))
     facts: dict[str, Any] = {}
     if tool is not None:
         props = tool.parameters.get("properties", {})
+        alias = (binding.id_argument, entity.id_argument) if entity and binding.id_argument else None
         for name in tool.required:
-            facts[name] = _fact_value(domain, name, props[name], record, gen)
+            facts[name] = _fact_value(domain, name, props.get(name, {}), record, gen, alias)
         if entity is not None and entity.lookup_by and record is not None:
             facts.setdefault(entity.lookup_by, record[entity.lookup_by])
         for rule in domain.rules:
             verifier = domain.tool(rule.verify_tool) if rule.kind == "verify_before" and rule.verify_tool else None
             if verifier and tool.name in rule.tools:
                 for name in verifier.required:
-                    facts.setdefault(name, _fact_value(domain, name, verifier.parameters["properties"][name],
+                    facts.setdefault(name, _fact_value(domain, name, verifier.parameters["properties"].get(name, {}),
                                                        record, gen))
-        action = domain.actions.get(tool.name) or default_action(tool)
-        effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()}
-        if notes.pop("already_applied", False) and record is not None:
-            record.update(effect)  # the record in `upserts` is this same dict
+        action = _action(domain, tool, binding)
+        effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()
+                  if not v.startswith("$") or v[1:] in facts}
+        if notes.pop("already_applied", False) and record is not None and entity is not None:
+            if not event_like and snake(tool.name).split("_")[0] in DELETE_VERBS:
+                upserts = [(e, r) for e, r in upserts if r is not record]  # already deleted: the record is gone
+                deletes.append((entity.name, entity_id or ""))
+            else:
+                # The record in `upserts` is this same dict: an event is there with the user's values, a change's effect.
+                record.update({k: facts[k] for k in tool.required if k != id_argument} if event_like else effect)
     fault = None
     condition = cell["tool_condition"]
     if tool is not None and condition != "success":
         hits = None if condition in PERSISTENT_FAULTS or (
             condition in options.transient_faults and not options.transient_retry_succeeds) else options.fault_hits
-        fault = Fault(tool.name, condition, hits)
-    opening_facts = _opening_facts(cell, tool, entity, facts)
-    if cell["stance"] == "mistaken" and entity is not None and entity.id_argument in facts:
-        notes["wrong_value"] = {entity.id_argument: draw_id(gen, options, state.get(entity.name, {}))}
+        fault = Fault(tool.name, condition, hits, options.fault_rate)
+    opening_facts = _opening_facts(cell, tool, id_argument, facts)
+    if cell["stance"] == "mistaken" and entity is not None and id_argument in facts:
+        notes["wrong_value"] = {id_argument: _fresh_id(domain, state, entity, gen, options)}
     limit = _limit_rule(domain, tool)
     over_limit = bool(limit and limit.argument in facts and float(facts[limit.argument]) > (limit.limit or 0))
-    expect_write = bool(
-        tool is not None and tool.writes and entity is not None
-        and world_state in ("entity_exists", "partially_completed", "duplicate_entity")
-        and condition not in PERSISTENT_FAULTS and not over_limit
-    )
+    if event_like:  # nothing to find first: only an identical earlier record makes the write wrong
+        state_allows = entity is None or world_state != "already_acted_on"
+    else:  # a lookup-only write cannot tell two twins apart, so it must not guess
+        state_allows = entity is not None and world_state in ("entity_exists", "partially_completed") or (
+            world_state == "duplicate_entity" and binding.id_argument is not None)
+    expect_write = bool(tool is not None and tool.writes and state_allows and condition not in PERSISTENT_FAULTS
+                        and not over_limit)
     if tool is None:
         request, noun = _pick(gen, UNRELATED_REQUESTS), "question"
         goal = f"You want an answer to an off-topic question: {request}"
@@ -159,16 +223,16 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
         situation_id=situation_id, seed=seed, domain=domain.name, cell=dict(cell), split=split, goal=goal,
         intent_tool=tool.name if tool else None, entity=entity.name if entity else None, entity_id=entity_id,
         facts={k: str(v) for k, v in facts.items()}, opening_facts=tuple(opening_facts), expect_write=expect_write,
-        effect=effect, setup=WorldSetup(tuple(upserts), (), tuple(masked), fault), phrasings=texts,
+        effect=effect, setup=WorldSetup(tuple(upserts), tuple(deletes), tuple(masked), fault), phrasings=texts,
         source=source, notes=notes,
     )
 
 
-def _opening_facts(cell: dict[str, str], tool: Tool | None, entity: Entity | None, facts: dict[str, Any]) -> list[str]:
+def _opening_facts(cell: dict[str, str], tool: Tool | None, id_argument: str | None, facts: dict[str, Any]) -> list[str]:
     if tool is None or cell["stance"] == "ambiguous":
         return []
     hidden_id = cell["tool"] == MULTI_TOOL or cell["world_state"] in ID_FREE_STATES
-    names = [k for k in facts if not (hidden_id and entity is not None and k == entity.id_argument)]
+    names = [k for k in facts if not (hidden_id and k == id_argument)]
     if cell["stance"] in ("unsure", "exploratory"):
         return names[:1]
     return names

@@ -1,52 +1,51 @@
-"""The sandbox world: tools answer from schema-shaped state, deterministically, with scheduled faults."""
+"""The sandbox world: tools answer from schema-shaped state, deterministically, with scheduled faults.
+
+`Sandbox(tools, *, seed, options, situation)` takes a domain pack's `Domain` or a bare list of OpenAI function
+schemas (entities are then inferred, see `world/infer.py`). `call` never raises; every result is a JSON object with
+a `status` from STATUSES. Call order: unknown tool, missing required, invalid argument, placeholder argument
+(all `rejected`), then the scheduled fault, then the answer from state.
+
+With a situation (or a setup) the world is closed: only seeded and set-up records exist. Without one it is open:
+an id or lookup value nobody has seen exists with probability `options.exists_share`, drawn from a hash of the
+world seed, the entity and the value, so it is the same record from every tool and in every process.
+"""
 
 from __future__ import annotations
 
-import copy
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
-from sim_pipeline.domain import Action, Domain, Tool
-from sim_pipeline.world.options import WorldOptions
-from sim_pipeline.world.placeholder import HINT, placeholder_arguments
-from sim_pipeline.world.state import State, build_state, draw_id
+from sim_pipeline.domain import Action, Domain, Entity
+from sim_pipeline.errors import WorldError
 from sim_pipeline.seeding import rng
+from sim_pipeline.world import faults
+from sim_pipeline.world.arguments import CompiledTool, as_object, compiled_tools, rejection
+from sim_pipeline.world.infer import DELETE_VERBS, default_action, infer_domain, snake
+from sim_pipeline.world.options import WorldOptions
+from sim_pipeline.world.reads import Reader
+from sim_pipeline.world.setup import FAULT_STATUS, PENDING_FIELD, UNKNOWN_VALUE, Fault, WorldSetup
+from sim_pipeline.world.state import VERSION_FIELD, State, build_state, new_id, record_key
+
+if TYPE_CHECKING:
+    from sim_pipeline.situation import Situation
+
+__all__ = ["ERRORS", "FAULT_STATUS", "PENDING_FIELD", "STATUSES", "UNKNOWN_VALUE", "Event", "Fault", "Sandbox",
+           "WorldSetup", "default_action"]
 
 STATUSES = (
     "ok", "created", "updated", "deleted", "not_found", "rejected", "already_done",
     "timeout", "malformed", "stale", "permission_denied", "rate_limited", "partial_write",
 )
-FAULT_STATUS = {
-    "timeout": "timeout", "malformed_result": "malformed", "stale_result": "stale",
-    "permission_denied": "permission_denied", "rate_limited": "rate_limited", "partial_write": "partial_write",
-}
-UNKNOWN_VALUE = "unknown"  # what a masked field reads as when the world cannot tell
-PENDING_FIELD = "pending_action"  # marks a write that was half done
+ERRORS = (
+    "missing_required", "invalid_argument", "placeholder_argument",  # the arguments
+    "unknown_tool", "invalid_state", "state_unknown", "ambiguous", "no_free_id", "world_error",  # the world
+)  # the `error` of a rejected result
+APPLIED = ("created", "updated", "deleted")  # statuses of a write that changed the world
 
 
 @dataclass(frozen=True)
-class Fault:
-    """A fault scheduled on one tool: the mode and how many calls it hits (None: every call)."""
-
-    tool: str
-    mode: str
-    hits: int | None = None
-
-
-@dataclass(frozen=True)
-class WorldSetup:
-    """What a situation changes in the seeded world before the conversation starts."""
-
-    upserts: tuple[tuple[str, dict[str, Any]], ...] = ()
-    deletes: tuple[tuple[str, str], ...] = ()
-    masked: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    fault: Fault | None = None
-
-
-@dataclass
 class Event:
     """One tool call and what the world answered."""
 
@@ -60,190 +59,231 @@ class Event:
     result: dict[str, Any] = field(default_factory=dict)
 
 
-def default_action(tool: Tool) -> Action:
-    """The effect of a writing tool with no declared action: destructive verbs set status to their past tense."""
-    verb = tool.name.split("_")[0]
-    if tool.kind == "destructive":
-        past = verb + ("d" if verb.endswith("e") else "ed")
-        return Action(tool.name, {"status": past}, {})
-    return Action(tool.name, {}, {})
+class Sandbox(Reader):
+    """A stateful world for one conversation: `call` never raises, every result has a `status`.
 
+    Args:
+        tools: a domain pack (`Domain`) or a list of OpenAI function schemas.
+        seed: the world seed; the same seed and calls give the same results, byte for byte.
+        options: the world's dials.
+        situation: the situation played; its `setup` (records, masks, the fault) is applied.
+        setup: a setup given directly (the rollout runner passes the situation's).
+        state: seeded tables to start from (the `world` asset's), instead of drawing them from `seed`.
+    """
 
-class Sandbox:
-    """A stateful world for one conversation: `call` never raises, every result has a `status`."""
-
-    def __init__(self, domain: Domain, *, seed: int, options: WorldOptions | None = None,
-                 setup: WorldSetup | None = None, state: State | None = None) -> None:
-        self.domain = domain
-        self.seed = seed
+    def __init__(self, tools: Domain | Sequence[Mapping[str, Any]], *, seed: int, options: WorldOptions | None = None,
+                 situation: Situation | None = None, setup: WorldSetup | None = None,
+                 state: State | None = None) -> None:
+        self.domain = tools if isinstance(tools, Domain) else infer_domain(list(tools))
+        self.seed = int(seed)
         self.options = options or WorldOptions()
-        self.state: State = copy.deepcopy(state) if state is not None else build_state(domain, seed, self.options)
-        self.setup = setup or WorldSetup()
+        self.setup = setup or (situation.setup if situation is not None else WorldSetup())
+        self.open_world = situation is None and setup is None
+        self._book = compiled_tools(self.domain)
+        faults.check_fault(self.setup.fault, set(self._book), self.options)
+        self._base = state if state is not None else build_state(self.domain, self.seed, self.options)
+        # Copy on write: tables are copied now, a record only when a write changes it.
+        self.state: State = {e.name: dict(self._base.get(e.name, {})) for e in self.domain.entities}
+        self._entities = {e.name: e for e in self.domain.entities}
+        self._deleted: set[tuple[str, str]] = set()
         for entity, record in self.setup.upserts:
-            ent = next(e for e in domain.entities if e.name == entity)
-            self.state.setdefault(entity, {})[str(record[ent.id_argument])] = dict(record)
+            ent = self._entity(entity)
+            self.state[entity][record_key(record[ent.id_argument])] = dict(record)
         for entity, record_id in self.setup.deletes:
-            self.state.get(entity, {}).pop(record_id, None)
+            self.state[self._entity(entity).name].pop(record_id, None)
+            self._deleted.add((entity, record_id))
         self._masked = {(e, i): set(f) for e, i, f in self.setup.masked}
-        self._fault_calls = 0
+        self._calls_of: dict[str, int] = {}
+        self._faulted = 0
         self.events: list[Event] = []
 
-    # -- public ---------------------------------------------------------------------------------
-    def call(self, name: str, arguments: dict[str, Any] | str | None) -> dict[str, Any]:
-        """Run one tool call against the world and return its result."""
+    @classmethod
+    def from_tools(cls, tools: Sequence[Mapping[str, Any]], *, seed: int, options: WorldOptions | None = None,
+                   situation: Situation | None = None) -> Sandbox:
+        """A sandbox over bare OpenAI function schemas, entities inferred from them."""
+        return cls(list(tools), seed=seed, options=options, situation=situation)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools as the OpenAI `tools=` list."""
+        return self.domain.tool_schemas
+
+    # -- public ---------------------------------------------------------------------------------------------------
+    def call(self, name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+        """Run one tool call against the world and return its result (never raises)."""
         try:
-            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
-            if not isinstance(args, dict):
-                raise ValueError("arguments must be a JSON object")
+            args = as_object(arguments)
         except (ValueError, TypeError) as exc:
-            return self._log(name, {}, {"status": "rejected", "error": "invalid_argument",
-                                        "message": f"arguments are not a JSON object: {exc}"})
+            return self._log(str(name), {}, {"status": "rejected", "error": "invalid_argument", "field": "arguments",
+                                             "fields": ["arguments"], "message": f"arguments: not a JSON object ({exc})"})
         try:
-            return self._call(name, args)
-        except Exception as exc:  # a bug in the world must not end the rollout: it becomes a result
-            return self._log(name, args, {"status": "rejected", "error": "world_error", "message": repr(exc)})
+            return self._call(str(name), args)
+        except Exception as exc:  # noqa: BLE001 -- a world bug must not end the rollout: it becomes a result
+            return self._log(str(name), args, {"status": "rejected", "error": "world_error",
+                                               "message": f"{type(exc).__name__}: {exc}"})
 
     def snapshot(self) -> State:
-        """A copy of the current state tables."""
-        return copy.deepcopy(self.state)
+        """A deep copy of the current state tables (entity -> id -> record)."""
+        return json.loads(json.dumps(self.state))
 
-    # -- internals ------------------------------------------------------------------------------
+    # -- dispatch -------------------------------------------------------------------------------------------------
+    def _entity(self, name: str) -> Entity:
+        if name not in self._entities:
+            raise WorldError(f"world setup names entity '{name}'. Fix: use one of {sorted(self._entities)}")
+        return self._entities[name]
+
     def _log(self, name: str, args: dict[str, Any], result: dict[str, Any], *, entity: str | None = None,
              entity_id: str | None = None, applied: bool = False) -> dict[str, Any]:
         self.events.append(Event(len(self.events), name, args, result["status"], entity, entity_id, applied, result))
         return result
 
     def _call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        tool = self.domain.tool(name)
-        if tool is None:
+        compiled = self._book.get(name)
+        if compiled is None:
             return self._log(name, args, {"status": "rejected", "error": "unknown_tool",
-                                          "message": f"no tool named '{name}'"})
-        props = tool.parameters.get("properties", {})
-        missing = [r for r in tool.required if r not in args or args[r] in (None, "")]
-        if missing:
-            return self._log(name, args, {"status": "rejected", "error": "missing_required", "fields": missing,
-                                          "message": f"missing required argument(s): {', '.join(missing)}"})
-        error = next(iter(jsonschema.Draft202012Validator(
-            tool.parameters, format_checker=jsonschema.FormatChecker()).iter_errors(args)), None)
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-            return self._log(name, args, {"status": "rejected", "error": "invalid_argument", "field": where,
-                                          "message": f"{where}: {error.message}"})
-        echoed = placeholder_arguments(args, props)
-        if echoed:
-            return self._log(name, args, {"status": "rejected", "error": "placeholder_argument", "fields": echoed,
-                                          "message": f"{', '.join(echoed)} looks like a placeholder", "hint": HINT})
-        fault = self.setup.fault
-        if fault is not None and fault.tool == name and (fault.hits is None or self._fault_calls < fault.hits):
-            self._fault_calls += 1
-            return self._fault(tool, args, fault)
-        return self._answer(tool, args)
+                                          "message": f"no tool named '{name}'; the tools are {sorted(self._book)}"})
+        bad = rejection(compiled, args)
+        if bad is not None:
+            return self._log(name, args, bad)
+        nth = self._calls_of.get(name, 0)
+        self._calls_of[name] = nth + 1
+        if faults.fires(self.setup.fault, name, seed=self.seed, nth_call=nth, used=self._faulted):
+            self._faulted += 1
+            return self._fault(compiled, args, self.setup.fault)  # type: ignore[arg-type]
+        return self._answer(compiled, args)
 
-    def _record(self, tool: Tool, args: dict[str, Any]) -> tuple[str | None, str | None, dict[str, Any] | None]:
-        entity = self.domain.entity_for(tool)
-        if entity is None or entity.id_argument not in args:
-            return (entity.name if entity else None), None, None
-        record_id = str(args[entity.id_argument])
-        return entity.name, record_id, self.state.get(entity.name, {}).get(record_id)
+    def _answer(self, compiled: CompiledTool, args: dict[str, Any]) -> dict[str, Any]:
+        tool, binding = compiled.tool, compiled.binding
+        ent = binding.entity
+        if ent is None:
+            return self._event(compiled, args, None) if tool.writes else self._log(
+                tool.name, args, {"status": "ok", "result": dict(sorted(args.items()))})
+        if binding.id_argument is not None and binding.id_argument in args:
+            key = record_key(args[binding.id_argument])
+            record = self._lookup(ent, key, args[binding.id_argument])
+            gone = (ent.name, key) in self._deleted
+            if tool.kind == "create":
+                if record is not None or gone:
+                    return self._log(tool.name, args, {"status": "already_done", "message": f"{ent.name} {key} "
+                                                       "already exists"}, entity=ent.name, entity_id=key)
+                return self._create(compiled, args, ent, given=args[binding.id_argument])
+            if record is None:
+                if gone and compiled.tool.writes and self._deletes(compiled):
+                    return self._log(tool.name, args, {"status": "already_done", "message": f"{ent.name} {key} "
+                                                       "was already deleted"}, entity=ent.name, entity_id=key)
+                return self._log(tool.name, args, {"status": "not_found", "message": f"no {ent.name} with id {key}"},
+                                 entity=ent.name, entity_id=key)
+            if not tool.writes:
+                return self._read_one(compiled, args, ent, key, record)
+            return self._write(compiled, args, ent, key, record)
+        if compiled.makes_record:
+            return self._event(compiled, args, ent)
+        filters, rows = self._matches(ent, args, lookup_only=tool.writes)
+        if not tool.writes:
+            return self._read_many(compiled, args, ent, rows)
+        if not filters:  # the lookup field is optional and was not given: nothing names a record
+            return self._log(tool.name, args, {"status": "rejected", "error": "missing_required",
+                                               "fields": [ent.lookup_by], "message": f"name the {ent.name} by "
+                                               f"{ent.lookup_by}"}, entity=ent.name)
+        if len(rows) != 1:
+            if not rows:
+                return self._log(tool.name, args, {"status": "not_found", "message": f"no {ent.name} with {filters}"},
+                                 entity=ent.name)
+            return self._log(tool.name, args, {"status": "rejected", "error": "ambiguous", "matches": [k for k, _ in rows],
+                                               "message": f"{len(rows)} {ent.name} records match {filters}; "
+                                               f"give the {ent.id_argument}"}, entity=ent.name)
+        return self._write(compiled, args, ent, rows[0][0], rows[0][1])
 
-    def _visible(self, entity: str, record: dict[str, Any], record_id: str) -> dict[str, Any]:
-        masked = self._masked.get((entity, record_id), set())
-        return {k: (UNKNOWN_VALUE if k in masked else v) for k, v in sorted(record.items())}
-
-    def _answer(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
-        entity, record_id, record = self._record(tool, args)
-        if record_id is not None and record is None:
-            return self._log(tool.name, args, {"status": "not_found", "message": f"no {entity} with id {record_id}"},
-                             entity=entity, entity_id=record_id)
-        if tool.kind == "read" or not tool.writes:
-            return self._read(tool, args, entity, record_id, record)
-        if tool.kind == "create":
-            return self._create(tool, args, entity)
-        return self._write(tool, args, entity, record_id, record)
-
-    def _read(self, tool: Tool, args: dict[str, Any], entity: str | None, record_id: str | None,
-              record: dict[str, Any] | None) -> dict[str, Any]:
-        if record is not None and entity is not None and record_id is not None:
-            visible = self._visible(entity, record, record_id)
-            if tool.name.startswith("verify"):
-                verified = all(str(record.get(k, "")).lower() == str(v).lower() for k, v in args.items())
-                result = {"status": "ok", "verified": verified}
-            else:
-                result = {"status": "ok", entity: visible}
-            return self._log(tool.name, args, result, entity=entity, entity_id=record_id)
-        ent = next((e for e in self.domain.entities if e.name == entity), None)
-        filters = {k: v for k, v in args.items() if ent and k in {f.name for f in ent.fields}}
-        rows = [self._visible(entity, r, rid) for rid, r in sorted(self.state.get(entity or "", {}).items())
-                if filters and all(str(r.get(k, "")).lower() == str(v).lower() for k, v in filters.items())]
-        return self._log(tool.name, args, {"status": "ok", f"{entity}s": rows, "count": len(rows)}, entity=entity)
-
-    def _action(self, tool: Tool) -> Action:
-        return self.domain.actions.get(tool.name) or default_action(tool)
+    # -- writes ---------------------------------------------------------------------------------------------------
+    def _deletes(self, compiled: CompiledTool) -> bool:
+        return snake(compiled.tool.name).split("_")[0] in DELETE_VERBS
 
     def _effect(self, action: Action, args: dict[str, Any]) -> dict[str, Any]:
-        return {k: (args.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()}
+        return {k: (args[v[1:]] if v.startswith("$") else v) for k, v in action.sets.items()
+                if not v.startswith("$") or v[1:] in args}
 
-    def _write(self, tool: Tool, args: dict[str, Any], entity: str | None, record_id: str | None,
-               record: dict[str, Any] | None, *, partial: bool = False) -> dict[str, Any]:
-        if record is None or entity is None or record_id is None:
-            return self._log(tool.name, args, {"status": "ok", "message": "done"}, entity=entity)
-        action = self._action(tool)
+    def _write(self, compiled: CompiledTool, args: dict[str, Any], ent: Entity, key: str, record: dict[str, Any],
+               *, partial: bool = False) -> dict[str, Any]:
+        name, action = compiled.tool.name, compiled.action
         effect = self._effect(action, args)
-        if self._masked.get((entity, record_id), set()) & (set(action.requires) | set(effect)):
-            return self._log(tool.name, args, {"status": "rejected", "error": "state_unknown",
-                                               "message": f"the state of {entity} {record_id} cannot be determined"},
-                             entity=entity, entity_id=record_id)
-        if effect and all(record.get(k) == v for k, v in effect.items()):
-            return self._log(tool.name, args, {"status": "already_done", "message": f"{entity} {record_id} already "
-                                               + ", ".join(f"{k}={v}" for k, v in effect.items())},
-                             entity=entity, entity_id=record_id)
+        where = {"entity": ent.name, "entity_id": key}
+        if self._masked.get((ent.name, key), set()) & (set(action.requires) | set(effect)):
+            return self._log(name, args, {"status": "rejected", "error": "state_unknown",
+                                          "message": f"the state of {ent.name} {key} cannot be determined"}, **where)
+        deleting = self._deletes(compiled)
+        if effect and not deleting and all(record.get(k) == v for k, v in effect.items()):
+            return self._log(name, args, {"status": "already_done", "message": f"{ent.name} {key} already "
+                                          + ", ".join(f"{k}={v}" for k, v in effect.items())}, **where)
         blocked = {k: record.get(k) for k, allowed in action.requires.items() if record.get(k) not in allowed}
-        if blocked and record.get(PENDING_FIELD) != tool.name:
-            return self._log(tool.name, args, {"status": "rejected", "error": "invalid_state",
-                                               "message": f"not allowed while {blocked}"},
-                             entity=entity, entity_id=record_id)
+        if blocked and record.get(PENDING_FIELD) != name:
+            return self._log(name, args, {"status": "rejected", "error": "invalid_state",
+                                          "message": f"not allowed while {blocked}"}, **where)
+        table = self.state[ent.name]
         if partial:
-            record[PENDING_FIELD] = tool.name  # half done: the marker is written, the effect is not
-            return self._log(tool.name, args, {"status": "partial_write", "message": "the write did not complete; "
-                                               "retry to finish it"}, entity=entity, entity_id=record_id)
-        record.update(effect)
-        record.pop(PENDING_FIELD, None)
-        record["version"] = int(record.get("version", 1)) + 1
-        status = "deleted" if tool.name.split("_")[0] in ("delete", "remove") else "updated"
-        return self._log(tool.name, args, {"status": status, entity: self._visible(entity, record, record_id)},
-                         entity=entity, entity_id=record_id, applied=True)
+            table[key] = {**record, PENDING_FIELD: name}  # half done: the marker is written, the effect is not
+            return self._log(name, args, {"status": "partial_write", "message": faults.PARTIAL_WRITE_MESSAGE}, **where)
+        if deleting:
+            del table[key]
+            self._deleted.add((ent.name, key))
+            return self._log(name, args, {"status": "deleted", ent.name: self._visible(ent.name, key, record)},
+                             applied=True, **where)
+        updated = {**record, **effect}
+        updated.pop(PENDING_FIELD, None)
+        updated[VERSION_FIELD] = int(record.get(VERSION_FIELD, 1)) + 1
+        table[key] = updated
+        return self._log(name, args, {"status": "updated", ent.name: self._visible(ent.name, key, updated)},
+                         applied=True, **where)
 
-    def _create(self, tool: Tool, args: dict[str, Any], entity: str | None) -> dict[str, Any]:
-        ent = next((e for e in self.domain.entities if e.name == entity), None) or (
-            self.domain.entities[0] if self.domain.entities else None)
-        if ent is None:
-            return self._log(tool.name, args, {"status": "created", "id": "1"}, applied=True)
+    def _create(self, compiled: CompiledTool, args: dict[str, Any], ent: Entity, *, given: Any = None) -> dict[str, Any]:
+        name = compiled.tool.name
         table = self.state.setdefault(ent.name, {})
-        new_id = draw_id(rng(self.seed, "create", tool.name, len(self.events)), self.options, table)
-        record = {ent.id_argument: new_id, **{k: v for k, v in args.items() if k != ent.id_argument}, "version": 1}
-        table[new_id] = record
-        return self._log(tool.name, args, {"status": "created", ent.name: dict(sorted(record.items()))},
-                         entity=ent.name, entity_id=new_id, applied=True)
+        made = given if given is not None else new_id(self.domain, ent.name, rng(self.seed, "create", name,
+                                                                                   len(self.events)), self.options, table)
+        if made is None:
+            return self._log(name, args, {"status": "rejected", "error": "no_free_id",
+                                          "message": f"no free {ent.id_argument} is left"}, entity=ent.name)
+        skip = {ent.id_argument, compiled.binding.id_argument}
+        record = {ent.id_argument: made, **{k: v for k, v in args.items() if k not in skip}, VERSION_FIELD: 1}
+        key = record_key(made)
+        table[key] = record
+        return self._log(name, args, {"status": "created", ent.name: dict(sorted(record.items()))},
+                         entity=ent.name, entity_id=key, applied=True)
 
-    def _fault(self, tool: Tool, args: dict[str, Any], fault: Fault) -> dict[str, Any]:
-        status = FAULT_STATUS[fault.mode]
-        entity, record_id, record = self._record(tool, args)
-        if fault.mode == "partial_write" and tool.writes and record is not None:
-            return self._write(tool, args, entity, record_id, record, partial=True)
+    def _event(self, compiled: CompiledTool, args: dict[str, Any], ent: Entity | None) -> dict[str, Any]:
+        """A write that names no record (send_message(to, body)): logged as a new record of its entity or tool."""
+        tool = compiled.tool
+        if ent is None:
+            ent = self._entities.setdefault(tool.name, Entity(tool.name, f"{tool.name}_id", ()))
+            self.state.setdefault(tool.name, {})
+        if tool.kind == "create":
+            return self._create(compiled, args, ent)
+        keys = [k for k in tool.required if k in args] or sorted(args)
+        if tool.kind == "destructive":
+            for key, row in sorted(self.state[ent.name].items()):
+                if keys and all(str(row.get(k)).lower() == str(args[k]).lower() for k in keys):
+                    return self._log(tool.name, args, {"status": "already_done", "message": f"{tool.name} was already "
+                                                       f"done for {ent.name} {key}"}, entity=ent.name, entity_id=key)
+        return self._create(compiled, args, ent)
+
+    # -- faults ---------------------------------------------------------------------------------------------------
+    def _fault(self, compiled: CompiledTool, args: dict[str, Any], fault: Fault) -> dict[str, Any]:
+        tool, ent = compiled.tool, compiled.binding.entity
+        key = record = None
+        if ent is not None and compiled.binding.id_argument in args:
+            key = record_key(args[compiled.binding.id_argument])
+            record = self._lookup(ent, key, args[compiled.binding.id_argument])
+        where = {"entity": ent.name if ent else None, "entity_id": key}
+        if fault.mode == "partial_write" and tool.writes and record is not None and ent is not None and key is not None:
+            return self._write(compiled, args, ent, key, record, partial=True)
         if fault.mode == "malformed_result":
-            if tool.writes:
-                self._answer(tool, args)  # the write goes through as usual; only its reply is garbled
-                done = self.events.pop()
-                return self._log(tool.name, args, {"status": status, "raw": "<html>502 Bad Gateway</html>"},
-                                 entity=done.entity, entity_id=done.entity_id, applied=done.applied)
-            return self._log(tool.name, args, {"status": status, "raw": "{\"ord"}, entity=entity, entity_id=record_id)
-        result: dict[str, Any] = {"status": status, "message": {
-            "timeout": "the service did not answer in time",
-            "stale": "the record changed since it was cached; read it again",
-            "permission_denied": "this account may not perform this operation",
-            "rate_limited": "too many requests",
-            "partial_write": "the service returned part of the data",
-        }[status]}
-        if status == "rate_limited":
-            result["retry_after_seconds"] = self.options.retry_after_seconds
-        return self._log(tool.name, args, result, entity=entity, entity_id=record_id)
+            self._answer(compiled, args)  # a write goes through as usual; only its reply is garbled
+            done = self.events.pop()
+            return self._log(tool.name, args, faults.garbled(done.result, write=tool.writes), entity=done.entity,
+                             entity_id=done.entity_id, applied=done.applied)
+        data = None
+        if ent is not None and key is not None and not tool.writes:
+            if fault.mode == "stale_result" and key in self._base.get(ent.name, {}):
+                data = (ent.name, self._visible(ent.name, key, self._base[ent.name][key]))
+            elif fault.mode == "partial_write" and record is not None:
+                data = (ent.name, faults.partial_view(self._visible(ent.name, key, record)))
+        return self._log(tool.name, args, faults.fault_result(fault.mode, self.options, data=data), **where)
