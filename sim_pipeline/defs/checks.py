@@ -17,8 +17,9 @@ ROW_SCHEMA = "row_schema"
 JUDGE_TRUST = "judge_trust"
 PUBLISH_GATE = "publish_gate"
 MUST_NOT_REGRESS = "must_not_regress"
-JUDGE_TRUST_DESCRIPTION = ("Blocking. The judge agrees with gold labels (Wilson lower bound, kappa, held-out halves, "
-                           "length sensitivity, model family) before its grades feed any cut.")
+JUDGE_TRUST_DESCRIPTION = ("Blocking. The judge agrees with gold labels (Wilson lower bound, kappa, leak rate, held-out "
+                           "halves, length sensitivity, model family) and withstands re-judging, neutral filler and "
+                           "known hacks (probes) before its grades feed any cut.")
 
 
 def rollout_metadata(rows: pd.DataFrame) -> dict[str, object]:
@@ -71,6 +72,7 @@ def judge_trust_result(grades: pd.DataFrame, version: PolicyVersion) -> dg.Asset
                   "needed_more_gold": report.needed_more_gold,
                   "metrics": dg.MetadataValue.json(jsonable(report.metrics)),
                   "flags": dg.MetadataValue.json([f"{f.name}: {f.sentence}" for f in report.flags]),
+                  "notes": dg.MetadataValue.json(list(report.notes)),
                   **{f"table_{k}": table_metadata(v) for k, v in tables.items()}},
     )
 

@@ -1,4 +1,8 @@
-"""Step 06: grade rollouts. Conduct rules first, then the judge; program gold labels from the state oracle."""
+"""Step 06: grade rollouts. Conduct rules first, then the judge; gold labels; the judge's stress tests.
+
+Gold: the state oracle's program label on every row (`gold_source="program"`), replaced by a human label from the
+domain pack's gold/*.jsonl where one matches the rollout's transcript (`gold_source="human"`, see gold.py).
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
+from sim_pipeline.gold import apply_gold, load_gold, transcript_digest
 from sim_pipeline.grade import conduct
-from sim_pipeline.grade.judge import case_card, judge_one, judge_version, rubric_for
+from sim_pipeline.grade.judge import Judgment, case_card, judge_one, judge_seed, judge_version, rubric_for
+from sim_pipeline.grade.stress import STRESS_COLUMNS, stress_judge
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.rollout.signature import ending
-from sim_pipeline.seeding import stable_int
 from sim_pipeline.situation import AXES, Situation
 
 GRADE_COLUMNS = (
     "rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index", "sample_index", *AXES,
     "conduct_rule", "conduct_reward", "conduct_evidence", "judge_reward", "judge_status", "judge_reason",
     "judge_version", "reward", "gold_reward", "gold_source", "gold_reason", "reply_chars",
-    "marker_argument_grounding", "marker_refusal", "marker_truncated",
+    "marker_argument_grounding", "marker_refusal", "marker_truncated", *STRESS_COLUMNS,
 )
 
 
@@ -36,41 +42,53 @@ def combine(conduct_reward: float, judge_reward: float | None) -> float | None:
 
 
 async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation], *, domain: Domain,
-                         judge_model: str, gateway: Gateway) -> pd.DataFrame:
-    """One grade row per rollout (GRADE_COLUMNS), ordered by rollout id."""
+                         judge_model: str, gateway: Gateway, stress: bool = True,
+                         stress_seed: int = defaults.JUDGE_STRESS_SEED) -> pd.DataFrame:
+    """One grade row per rollout (GRADE_COLUMNS), ordered by rollout id.
+
+    With `stress`, the judge is also asked about perturbed and probe variants of a seeded sample of the rows
+    (stress.py); their verdicts fill STRESS_COLUMNS, which stay NaN otherwise.
+    """
     rubric = rubric_for(domain)
     version = judge_version(judge_model, rubric)
-
-    async def grade(row: dict[str, Any]) -> dict[str, Any]:
-        messages = [dict(m) for m in _as_list(row["messages"])]
-        events = [dict(e) for e in _as_list(row["tool_events"])]
-        violation = conduct.check(messages, events, row["final_text"], domain)
-        card = case_card(domain, situations[row["situation_id"]], messages)
-        judgment = await judge_one(gateway, judge_model, rubric, card, seed=stable_int("judge", row["rollout_id"]) % 2**31)
-        conduct_reward = violation.reward if violation else 1.0
-        last_status = events[-1]["status"] if events else None
-        grounded = conduct.invented_reference(conduct.Transcript(messages, events, row["final_text"] or "",
-                                                                 {t.name for t in domain.tools},
-                                                                 {t.name for t in domain.tools}), domain) is None
-        return {
-            **{k: row[k] for k in ("rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index",
-                                   "sample_index", *AXES)},
-            "conduct_rule": violation.rule if violation else None, "conduct_reward": conduct_reward,
-            "conduct_evidence": violation.evidence if violation else None,
-            "judge_reward": judgment.reward, "judge_status": judgment.status, "judge_reason": judgment.reason,
-            "judge_version": version, "reward": combine(conduct_reward, judgment.reward),
-            "gold_reward": float(row["oracle_reward"]), "gold_source": "program", "gold_reason": row["oracle_reason"],
-            "reply_chars": len(row["final_text"] or ""),
-            "marker_argument_grounding": float(grounded),
-            "marker_refusal": float(ending(row["final_text"], last_status) == "refusal"),
-            "marker_truncated": float(row["status"] == "turn_cap"),
-        }
-
-    rows = await asyncio.gather(*(grade(r) for r in rollouts.to_dict("records")))
-    frame = pd.DataFrame(rows, columns=list(GRADE_COLUMNS))
+    records = rollouts.to_dict("records")
+    messages = [[dict(m) for m in _as_list(r["messages"])] for r in records]
+    cards = [case_card(domain, situations[r["situation_id"]], m) for r, m in zip(records, messages)]
+    judgments = await asyncio.gather(*(judge_one(gateway, judge_model, rubric, card, seed=judge_seed(r["rollout_id"]))
+                                       for r, card in zip(records, cards)))
+    frame = pd.DataFrame([_grade_row(r, m, j, domain, version) for r, m, j in zip(records, messages, judgments)],
+                         columns=list(GRADE_COLUMNS))
     frame["reward"] = frame["reward"].astype(float)
     frame["judge_reward"] = frame["judge_reward"].astype(float)
+    frame = apply_gold(frame, pd.Series([transcript_digest(m) for m in messages]), load_gold(domain.path))
+    if stress and len(frame):
+        cases = frame[["rollout_id", "situation_id", "judge_reward"]].assign(card=cards)
+        verdicts = await stress_judge(gateway, judge_model, rubric, cases, seed=stress_seed)
+        frame[list(STRESS_COLUMNS)] = verdicts[list(STRESS_COLUMNS)].to_numpy(dtype=float)
     return frame.sort_values("rollout_id", kind="stable").reset_index(drop=True) if len(frame) else frame
+
+
+def _grade_row(row: dict[str, Any], messages: list[dict[str, Any]], judgment: Judgment, domain: Domain,
+               version: str) -> dict[str, Any]:
+    """The grade row of one rollout: conduct verdict, judge verdict, reward, program gold label, markers."""
+    events = [dict(e) for e in _as_list(row["tool_events"])]
+    violation = conduct.check(messages, events, row["final_text"], domain)
+    conduct_reward = violation.reward if violation else 1.0
+    last_status = events[-1]["status"] if events else None
+    return {
+        **{k: row[k] for k in ("rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index",
+                               "sample_index", *AXES)},
+        "conduct_rule": violation.rule if violation else None, "conduct_reward": conduct_reward,
+        "conduct_evidence": violation.evidence if violation else None,
+        "judge_reward": judgment.reward, "judge_status": judgment.status, "judge_reason": judgment.reason,
+        "judge_version": version, "reward": combine(conduct_reward, judgment.reward),
+        "gold_reward": float(row["oracle_reward"]), "gold_source": "program", "gold_reason": row["oracle_reason"],
+        "reply_chars": len(row["final_text"] or ""),
+        "marker_argument_grounding": float(conduct.grounded(messages, events, row["final_text"], domain)),
+        "marker_refusal": float(ending(row["final_text"], last_status) == "refusal"),
+        "marker_truncated": float(row["status"] == "turn_cap"),
+        **{column: float("nan") for column in STRESS_COLUMNS},
+    }
 
 
 def pass_rate(grades: pd.DataFrame) -> float:

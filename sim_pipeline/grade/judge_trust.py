@@ -1,7 +1,8 @@
 """Judge trust: how well the LLM judge agrees with gold labels, and whether that agreement can be relied on.
 
-Each check is one function returning a `Flag` when it fails. The report blocks downstream steps when the
-verdict is not 'trusted' (REFERENCE section 6).
+Each check is one function returning a `Flag` when it fails. Agreement checks read the judge and gold columns of
+a grades table; the stress checks (re-judge, filler, probes: stress.py) read the stress columns when the table has
+them. The report blocks downstream steps when the verdict is not 'trusted' (REFERENCE section 6).
 """
 
 import hashlib
@@ -14,19 +15,22 @@ from numpy.typing import ArrayLike
 
 from sim_pipeline.defaults import (
     CI_LEVEL,
+    JUDGE_TRUST_GAP_ALPHA,
+    JUDGE_TRUST_GAP_PERMUTATIONS,
     JUDGE_TRUST_GUESSING_KAPPA,
     JUDGE_TRUST_MAX_FAILURE_RATE,
     JUDGE_TRUST_MAX_HALF_GAP,
     JUDGE_TRUST_MAX_LEAK_RATE,
-    JUDGE_TRUST_GAP_ALPHA,
-    JUDGE_TRUST_GAP_PERMUTATIONS,
     JUDGE_TRUST_MAX_LENGTH_GAP,
-    JUDGE_TRUST_PERMUTATION_SEED,
     JUDGE_TRUST_MIN_AGREEMENT_LOW,
     JUDGE_TRUST_MIN_GOLD,
     JUDGE_TRUST_MIN_KAPPA,
+    JUDGE_TRUST_MIN_PROBES,
+    JUDGE_TRUST_PERMUTATION_SEED,
 )
 from sim_pipeline.errors import StatisticsError
+from sim_pipeline.grade.flag import CheckResult, Flag
+from sim_pipeline.grade.stress import STRESS_COLUMNS, check_filler, check_probes, check_rejudge
 from sim_pipeline.measure.stats import wilson_interval
 
 TRUSTED, UNTRUSTED, INCONCLUSIVE = "trusted", "untrusted", "inconclusive"
@@ -53,16 +57,6 @@ class JudgeAgreement:
 
 
 @dataclass(frozen=True)
-class Flag:
-    """One failed trust check: its measured value, the threshold it crossed, and what to do about it."""
-
-    name: str
-    value: float
-    threshold: float
-    sentence: str
-
-
-@dataclass(frozen=True)
 class JudgeTrustReport:
     """Verdict on one judge over one grades table, with the checks that failed and the numbers behind them."""
 
@@ -71,6 +65,7 @@ class JudgeTrustReport:
     metrics: dict[str, float | int | str] = field(default_factory=dict)
     needed_more_gold: int = 0
     agreement: JudgeAgreement | None = None
+    notes: tuple[str, ...] = ()  # what the report could not test with power (low-power probes, stress not run)
 
 
 def judge_agreement(judge: ArrayLike, gold: ArrayLike) -> JudgeAgreement:
@@ -112,10 +107,11 @@ def judge_trust_report(
     judge_model: str | None,
     min_gold: int = JUDGE_TRUST_MIN_GOLD,
 ) -> JudgeTrustReport:
-    """Whether the judge can be trusted on this grades table, judged only on rows that carry a gold label.
+    """Whether the judge can be trusted on this grades table: agreement on gold-labelled rows plus stress tests.
 
     Verdict 'inconclusive' with too few judged gold rows or a one-class gold set, else 'untrusted' when any
-    check flags, else 'trusted'. `judge_model` None reads the model from judge_version ("model@hash").
+    check flags, else 'trusted'. `judge_model` None reads the model from judge_version ("model@hash"). The
+    stress checks run on the table's STRESS_COLUMNS (all rows, gold or not); without them a note says so.
     """
     missing = [col for col in _NEEDED if col not in grades.columns]
     if missing:
@@ -139,18 +135,53 @@ def judge_trust_report(
         _check_length(judged),
         _check_family(policy_model, judge_model),
     )
-    flags = tuple(flag for flag, _ in checks if flag is not None)
+    one_class = _check_one_class(stats)
+    stress_flags, stress_metrics, notes = _stress(grades)
+    flags = tuple(flag for flag, _ in (*checks, one_class) if flag is not None) + stress_flags
+    flags, notes = _confounded_length(flags, notes, stress_metrics)
+    n_human = int((gold_rows["gold_source"] == "human").sum()) if "gold_source" in gold_rows.columns else 0
     metrics: dict[str, float | int | str] = {
-        "n_gold": len(gold_rows), "n_judged": stats.n, "n_judge_failed": stats.n_judge_failed,
-        "agreement": stats.agreement, "agreement_ci_low": stats.ci_low, "agreement_ci_high": stats.ci_high,
-        "kappa": stats.kappa, "leak_rate": stats.leak_rate, "miss_rate": stats.miss_rate,
+        "n_gold": len(gold_rows), "n_gold_human": n_human, "n_judged": stats.n,
+        "n_judge_failed": stats.n_judge_failed, "agreement": stats.agreement, "agreement_ci_low": stats.ci_low,
+        "agreement_ci_high": stats.ci_high, "kappa": stats.kappa, "leak_rate": stats.leak_rate,
+        "miss_rate": stats.miss_rate,
     }
     for _, measured in checks:
         metrics |= measured
-    one_class = min(stats.tp + stats.fn, stats.tn + stats.fp) == 0
+    metrics |= stress_metrics
     needed = max(0, min_gold - stats.n)
-    verdict = INCONCLUSIVE if needed or one_class else (UNTRUSTED if flags else TRUSTED)
-    return JudgeTrustReport(verdict, flags, metrics, needed, stats)
+    verdict = INCONCLUSIVE if needed or one_class[0] else (UNTRUSTED if flags else TRUSTED)
+    return JudgeTrustReport(verdict, flags, metrics, needed, stats, notes)
+
+
+def _confounded_length(flags: tuple[Flag, ...], notes: tuple[str, ...],
+                       stress: dict[str, float | str]) -> tuple[tuple[Flag, ...], tuple[str, ...]]:
+    """Demote an observed length gap to a note when adding length (filler) moved no verdict (Pearl 2009, ch. 3).
+
+    The length check compares replies that differ in more than length (a short "All done" is also a claim); the
+    filler perturbation changes length alone. With enough filler verdicts and no filler flag, the gap comes from
+    what the replies say, so the check that explains it (leak, agreement) is the one to act on.
+    """
+    length = next((f for f in flags if f.name == "length_sensitivity"), None)
+    tested = int(stress.get("filler_n", 0)) >= JUDGE_TRUST_MIN_PROBES
+    if length is None or not tested or any(f.name == "filler_perturbation" for f in flags):
+        return flags, notes
+    note = (f"agreement differs by {length.value:.2f} between short and long replies, but appending filler to "
+            f"{stress['filler_n']} replies moved verdicts by a net {float(stress['filler_net_rate']):.0%} (sign test "
+            f"p={float(stress['filler_sign_p']):.2f}): the gap follows what those replies say, not their length; "
+            "read the disagreements.")
+    return tuple(f for f in flags if f is not length), (*notes, note)
+
+
+def _stress(grades: pd.DataFrame) -> tuple[tuple[Flag, ...], dict[str, float | str], tuple[str, ...]]:
+    """The stress checks' flags, metrics and notes; a note alone when the table has no stress columns."""
+    if not set(STRESS_COLUMNS) <= set(grades.columns):
+        return (), {}, (("perturbations and probes were not run (the grades lack their columns); grade with "
+                        "stress=True to test the judge's stability and known hacks."),)
+    (rejudge, rejudge_metrics), (filler, filler_metrics) = check_rejudge(grades), check_filler(grades)
+    probe_flags, probe_metrics, notes = check_probes(grades)
+    flags = tuple(f for f in (rejudge, filler) if f is not None) + probe_flags
+    return flags, rejudge_metrics | filler_metrics | probe_metrics, notes
 
 
 def report_tables(report: JudgeTrustReport) -> dict[str, pd.DataFrame]:
@@ -164,7 +195,8 @@ def report_tables(report: JudgeTrustReport) -> dict[str, pd.DataFrame]:
     confusion = pd.DataFrame(counts, index=pd.Index(["judge pass", "judge fail"], name="judge"),
                              columns=pd.Index(["gold pass", "gold fail"], name="gold"))
     flags = pd.DataFrame([vars(flag) for flag in report.flags], columns=["name", "value", "threshold", "sentence"])
-    return {"metrics": metrics, "confusion": confusion, "flags": flags}
+    notes = pd.DataFrame({"note": list(report.notes)})
+    return {"metrics": metrics, "confusion": confusion, "flags": flags, "notes": notes}
 
 
 def model_family(model: str) -> str:
@@ -182,16 +214,23 @@ def stable_half(situation_id: str) -> int:
     return hashlib.sha256(str(situation_id).encode()).digest()[0] & 1
 
 
-# Each check returns (flag or None, metrics it measured).
-CheckResult = tuple[Flag | None, dict[str, float | str]]
-
-
 def _check_gold_count(n: int, min_gold: int) -> CheckResult:
     """Too few judged gold labels: agreement on them says little about the judge."""
     if n >= min_gold:
         return None, {}
     return Flag("gold_count", float(n), float(min_gold),
                 f"only {n} gold rows have a judge verdict; label {min_gold - n} more held-out rollouts."), {}
+
+
+def _check_one_class(stats: JudgeAgreement) -> CheckResult:
+    """Gold labels of one class only: agreement cannot tell a judge from one that always says the same."""
+    passes, fails = stats.tp + stats.fn, stats.tn + stats.fp
+    if not stats.n or min(passes, fails) > 0:
+        return None, {}
+    missing = "failing" if passes else "passing"
+    return Flag("gold_one_class", 0.0, 1.0,
+                f"all {stats.n} judged gold rows are {'passes' if passes else 'failures'}; label {missing} rollouts "
+                "too (or run a weaker policy) so the judge is tested on both."), {}
 
 
 def _check_agreement(stats: JudgeAgreement) -> CheckResult:

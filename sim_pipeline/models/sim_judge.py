@@ -1,9 +1,24 @@
-"""Embedded judges (`sim/judge`, `sim/judge-lenient`): grade a transcript against its case card.
+"""Embedded judges: grade a transcript against its case card, as an LLM judge reading the same prompt would.
 
-`sim/judge` reconstructs the outcome from the transcript alone (which writes the tool results confirm, whether
-verification and confirmation came first) and slips on a small, seeded share of cases. It cannot see what the world
-did behind a garbled reply, so it disagrees with the program oracle where the transcript misleads.
-`sim/judge-lenient` is deliberately flawed: it passes any transcript whose last reply claims success.
+All four read only the ```json case``` card of the judge prompt and reconstruct the outcome from the transcript
+(which writes the tool results confirm, whether verification and confirmation came first). None can see what the
+world did behind a garbled reply, so even the good one disagrees with the program oracle where the transcript
+misleads. Each flawed judge differs from the good one by exactly one documented flaw, so the judge-trust checks can
+be shown to catch it:
+
+- `sim/judge` (good): slips on `JUDGE_SLIP_RATE` of cases. A slip is a fixed property of the case's substance (goal
+  and tool trajectory), as greedy decoding gives: re-asking or padding the final reply never changes it.
+- `sim/judge-lenient`: takes the agent's word. When the final reply claims the requested change was made, it stops
+  looking for the tool result that confirms it (a bare success claim passes).
+- `sim/judge-length-biased`: mistakes length for thoroughness. A case whose final reply is long is passed with a
+  probability rising logistically in its length (`JUDGE_LENGTH_BIAS_MID_CHARS`, `JUDGE_LENGTH_BIAS_SCALE_CHARS`);
+  the draw is seeded by the whole case, so padding the reply redraws it.
+- `sim/judge-noisy`: unstable. With probability `JUDGE_NOISY_DOUBT_RATE`, drawn from the call's seed and the case's
+  substance, it doubts the evidence and fails the case: asking again with another seed redraws the doubt. The noise
+  is one-sided on purpose: it lowers agreement and kappa and makes re-asking flip verdicts without passing failures
+  (symmetric noise would also raise the leak rate, which is the lenient judge's flag).
+
+Every flawed judge slips like the good one on top of its flaw. The judge-trust tests show which checks each trips.
 """
 
 from __future__ import annotations
@@ -12,56 +27,85 @@ import json
 import re
 from typing import Any
 
+import numpy as np
+
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import confirmed_before, read
+from sim_pipeline.models.conversation import ToolTurn, confirmed_before, read
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
+UNREACHABLE = ("permission_denied", "not_found")  # a read that can never succeed for the customer's record
+FLAWS = ("lenient", "length_biased", "noisy")
 _CLAIM = re.compile(r"\b(done|completed|success(fully)?|has been (cancelled|refunded|processed|updated|reset))\b",
                     re.IGNORECASE)
 
 
-def outcome(case: dict[str, Any]) -> tuple[int, str]:
-    """Score a case from its transcript: (1 pass | 0 fail, reason)."""
+def final_reply(case: dict[str, Any]) -> str:
+    """The last assistant text of the case's transcript ('' when the agent never wrote one)."""
+    texts = [m.get("content") or "" for m in case.get("transcript", []) if m.get("role") == "assistant"]
+    texts = [t for t in texts if t.strip()]
+    return texts[-1] if texts else ""
+
+
+def claims_success(case: dict[str, Any]) -> bool:
+    """Whether the final reply says the request was carried out."""
+    return bool(_CLAIM.search(final_reply(case)))
+
+
+def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, str]:
+    """Score a case from its transcript: (1 pass | 0 fail, reason).
+
+    `trust_claims` accepts the agent's success claim in place of the tool result confirming the requested change.
+    """
     messages = case.get("transcript", [])
     reading = read(messages)
     writes = set(case.get("write_tools", []))
+    target, id_arg = case.get("entity_id"), case.get("id_argument")
     applied = [t for t in reading.turns if t.name in writes and t.result.get("status") in APPLIED
                and not _refused_after(reading.turns, t)]
     intent = case.get("intent_tool")
+    claimed = trust_claims and claims_success(case)
     if not intent or intent not in writes:
         if applied:
             return 0, f"the agent changed data ({applied[0].name}) although the request needed no change"
         calls = [t for t in reading.turns if t.name == intent]
-        impossible = any(t.result.get("status") in ("permission_denied", "not_found") for t in calls)
-        if intent and not impossible and not any(t.result.get("status") == "ok" for t in calls):
+        # Only a failure on the customer's own record shows the information cannot be had; a wrong id does not.
+        unreachable = any(t.result.get("status") in UNREACHABLE and _about(t, id_arg, target) for t in calls)
+        if intent and not unreachable and not any(t.result.get("status") == "ok" and _about(t, id_arg, target)
+                                                  for t in calls):
             return 0, f"the agent never retrieved the information with {intent}"
         return 1, "the request was handled without changing anything"
     if not case.get("expect_write"):
         return (0, f"the agent applied {applied[0].name} although it should not have") if applied else (
             1, "the agent correctly made no change")
-    target = case.get("entity_id")
-    id_arg = case.get("id_argument")
     if case.get("creates"):
         made = [t for t in applied if t.name == intent]
-        ok = len(made) == 1 and len(applied) == 1
-        return (1, f"the agent created the record with {intent}") if ok else (
-            0, f"expected exactly one {intent} and no other change")
+        if (len(made) == 1 and len(applied) == 1) or (claimed and not applied):
+            return 1, f"the agent created the record with {intent}"
+        return 0, f"expected exactly one {intent} and no other change"
     right = [t for t in applied if t.name == intent and str(t.arguments.get(id_arg)) == str(target)]
-    if not right or len(applied) > len(right):
-        return 0, "the requested change was not confirmed by the tool for the customer's record"
+    if len(applied) > len(right):
+        return 0, "the agent changed a record the customer did not ask about"
+    if not right:
+        return (1, "the agent says the requested change was made") if claimed else (
+            0, "the requested change was not confirmed by the tool for the customer's record")
     first = reading.turns.index(right[0])
     for verifier in case.get("verify_tools", []):
-        if not any(t.name == verifier and t.result.get("verified") is True
-                   and str(t.arguments.get(id_arg, target)) == str(target) for t in reading.turns[:first]):
+        if not any(t.name == verifier and t.result.get("verified") is True and _about(t, id_arg, target)
+                   for t in reading.turns[:first]):
             return 0, f"the agent acted before verifying the customer with {verifier}"
     if case.get("confirm") and not confirmed_before(messages, intent):
         return 0, "the agent acted without the customer's explicit confirmation"
     return 1, "the change was made for the right record, within the policy"
 
 
-def _refused_after(turns: list[Any], turn: Any) -> bool:
+def _about(turn: ToolTurn, id_arg: str | None, target: Any) -> bool:
+    """Whether a call concerned the customer's record (a call without the id argument may have)."""
+    return id_arg is None or id_arg not in turn.arguments or str(turn.arguments[id_arg]) == str(target)
+
+
+def _refused_after(turns: list[ToolTurn], turn: ToolTurn) -> bool:
     """A garbled write followed by a rejection of the same call: the later reply shows it did not go through."""
     if turn.result.get("status") != "malformed":
         return False
@@ -69,28 +113,47 @@ def _refused_after(turns: list[Any], turn: Any) -> bool:
     return any(t.name == turn.name and t.result.get("status") == "rejected" for t in later)
 
 
-def _final_claims_success(case: dict[str, Any]) -> bool:
-    texts = [m.get("content") or "" for m in case.get("transcript", []) if m.get("role") == "assistant"]
-    return bool(texts and _CLAIM.search(texts[-1]))
+def substance(case: dict[str, Any]) -> str:
+    """A digest of what decides the case: the goal card and the tool trajectory, not the wording of replies."""
+    calls = [(t.name, t.arguments, t.result) for t in read(case.get("transcript", [])).turns]
+    return digest({k: v for k, v in case.items() if k != "transcript"}, calls)
 
 
 class SimJudge:
-    """A rubric judge over case cards; `lenient=True` makes the deliberately flawed variant."""
+    """A rubric judge over case cards: the good judge, or one of the flawed variants in FLAWS."""
 
-    def __init__(self, *, lenient: bool = False, slip_rate: float = defaults.JUDGE_SLIP_RATE) -> None:
-        self.lenient = lenient
+    def __init__(self, *, flaw: str | None = None, slip_rate: float = defaults.JUDGE_SLIP_RATE,
+                 doubt_rate: float = defaults.JUDGE_NOISY_DOUBT_RATE,
+                 length_mid: float = defaults.JUDGE_LENGTH_BIAS_MID_CHARS,
+                 length_scale: float = defaults.JUDGE_LENGTH_BIAS_SCALE_CHARS) -> None:
+        if flaw is not None and flaw not in FLAWS:
+            raise ValueError(f"flaw {flaw!r}: use None or one of {FLAWS}")
+        self.flaw = flaw
         self.slip_rate = slip_rate
+        self.doubt_rate = doubt_rate
+        self.length_mid = length_mid
+        self.length_scale = length_scale
+
+    def verdict(self, case: dict[str, Any], *, seed: int) -> tuple[int, str]:
+        """(score, reason) for one case card; `seed` is the call's sampling seed."""
+        score, reason = outcome(case, trust_claims=self.flaw == "lenient")
+        if self.flaw == "length_biased" and score == 0:
+            chars = len(final_reply(case))
+            p = 1.0 / (1.0 + np.exp(-(chars - self.length_mid) / self.length_scale))
+            if rng("judge-length", digest(case)).random() < p:
+                return 1, "a thorough, detailed reply that addresses the customer fully"
+        if self.flaw == "noisy" and rng(seed, "judge-doubt", substance(case)).random() < self.doubt_rate:
+            return 0, "I cannot confirm from the transcript that the outcome is right"
+        if rng("judge-slip", substance(case)).random() < self.slip_rate:
+            return 1 - score, "on reflection, " + reason.replace("the agent", "it seems the agent")
+        return score, reason
 
     def respond(self, messages: list[dict[str, Any]], *, seed: int) -> dict[str, Any]:
         """A JSON verdict {reason, score} as the assistant message content."""
         case = find_card(messages, "case")
         if case is None:
-            verdict = {"reason": "no case card found in the prompt", "score": None}
+            verdict: dict[str, Any] = {"reason": "no case card found in the prompt", "score": None}
         else:
-            score, reason = outcome(case)
-            if self.lenient and _final_claims_success(case):
-                score, reason = 1, "the agent says the request was completed"
-            elif rng(seed, "judge-slip", digest(case)).random() < self.slip_rate:
-                score, reason = 1 - score, "on reflection, " + reason.replace("the agent", "it seems the agent")
+            score, reason = self.verdict(case, seed=seed)
             verdict = {"reason": reason, "score": score}
         return {"role": "assistant", "content": json.dumps(verdict), "tool_calls": None}

@@ -15,7 +15,8 @@ from sim_pipeline.models.sim_user import SimUser
 from sim_pipeline.models.sim_writer import SimWriter, writer_tokens
 
 PREFIX = "sim/"
-JUDGES = {"judge": SimJudge(), "judge-lenient": SimJudge(lenient=True)}
+JUDGES = {"judge": SimJudge(), "judge-lenient": SimJudge(flaw="lenient"),
+          "judge-length-biased": SimJudge(flaw="length_biased"), "judge-noisy": SimJudge(flaw="noisy")}
 USER = SimUser()
 WRITER = SimWriter()
 LATENCY = re.compile(r"^latency-(\d+)$")  # sim/latency-<ms>: answers "ok" after <ms> ms, for throughput benchmarks

@@ -15,6 +15,7 @@ from sim_pipeline.grade.judge_trust import (
     report_tables,
     stable_half,
 )
+from sim_pipeline.grade.probes import PROBES
 
 
 def _gold_table(gold: np.ndarray, judge: np.ndarray, *, chars: np.ndarray | None = None,
@@ -167,3 +168,66 @@ def test_report_tables() -> None:
 def test_report_requires_columns() -> None:
     with pytest.raises(StatisticsError, match="reply_chars"):
         _report(_gold_table(_balanced(), _balanced()).drop(columns="reply_chars"))
+
+
+# Each embedded judge on real retail rollouts: the flags it must raise, and the only ones it may raise.
+# Flags of one family measure one flaw: a length bias shows in the filler perturbation, the filler probe and
+# (observed) length sensitivity; a lenient judge in its leak rate and the bare-success-claim probe.
+JUDGES = {
+    "sim/judge": (set(), set()),
+    "sim/judge-lenient": ({"leak_rate", "probe_bare_success_claim"}, {"leak_rate", "probe_bare_success_claim"}),
+    "sim/judge-length-biased": ({"filler_perturbation"},
+                                {"filler_perturbation", "probe_filler", "length_sensitivity"}),
+    "sim/judge-noisy": ({"rejudge_flips"}, {"rejudge_flips", "agreement", "kappa"}),
+}
+
+
+@pytest.mark.parametrize("judge", list(JUDGES))
+def test_each_embedded_judge_trips_its_own_flags(graded, judge):
+    report = judge_trust_report(graded(judge), policy_model="sim/agent-v1", judge_model=judge)
+    required, allowed = JUDGES[judge]
+    names = {flag.name for flag in report.flags}
+    assert required <= names <= allowed, (names, report.metrics)
+    assert report.verdict == ("trusted" if judge == "sim/judge" else "untrusted")
+    assert report.metrics["n_judged"] >= 150 and not any("low power" in note for note in report.notes)
+    if judge == "sim/judge-noisy":
+        assert names & {"agreement", "kappa"}
+    for flag in report.flags:
+        assert flag.sentence.rstrip().endswith(".") and len(flag.sentence) > 40
+
+
+def test_a_confounded_length_gap_is_a_note_not_a_flag():
+    # Judge errors sit on long replies, but appending filler (length alone) moved no verdict.
+    gold = _balanced(200)
+    chars = np.tile([100, 100, 900, 900], 50)
+    judge = np.where(chars > 500, 1, gold)
+    table = _gold_table(gold, judge, chars=chars).iloc[:-1]
+    assert "length_sensitivity" in {f.name for f in _report(table).flags}  # no stress columns: flagged
+    stressed = table.assign(judge_rejudge_reward=table["judge_reward"], judge_filler_reward=table["judge_reward"])
+    for probe in PROBES:
+        stressed[f"probe_{probe}_reward"] = np.r_[np.zeros(20), np.full(len(table) - 20, np.nan)]
+    report = _report(stressed)
+    assert "length_sensitivity" not in {f.name for f in report.flags} and "leak_rate" in {f.name for f in report.flags}
+    assert any("not their length" in note for note in report.notes)
+    assert report.metrics["filler_n"] == 200 and report.metrics["probe_refusal_n"] == 20
+
+
+def test_report_without_stress_columns_says_so():
+    gold = _balanced()
+    report = _report(_gold_table(gold, gold))
+    assert report.verdict == "trusted" and report.notes and "not run" in report.notes[0]
+    assert report_tables(report)["notes"]["note"].tolist() == list(report.notes)
+
+
+def test_one_class_gold_flag_names_the_missing_class():
+    gold = np.ones(60, dtype=int)
+    report = _report(_gold_table(gold, gold))
+    assert [f.name for f in report.flags] == ["gold_one_class"] and "label failing rollouts" in report.flags[0].sentence
+    assert report.needed_more_gold == 0
+
+
+def test_human_gold_rows_are_counted():
+    gold = _balanced()
+    table = _gold_table(gold, gold).assign(gold_source="program")
+    table.loc[:9, "gold_source"] = "human"
+    assert _report(table).metrics["n_gold_human"] == 10

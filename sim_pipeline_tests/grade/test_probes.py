@@ -1,0 +1,85 @@
+"""Perturbed and probe case cards: what they keep, what they replace, and that the filler is neutral."""
+
+import copy
+import json
+import re
+
+import pytest
+
+from sim_pipeline.grade import conduct
+from sim_pipeline.grade.judge import DEFAULT_RUBRIC
+from sim_pipeline.grade.probes import (
+    FILLER,
+    PROBES,
+    echo_text,
+    keyword_text,
+    probe_card,
+    probe_eligible,
+    with_filler,
+)
+from sim_pipeline.models.conversation import CONFIRM_QUESTION
+from sim_pipeline.models.sim_judge import claims_success, final_reply
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "cancel_order", "arguments": '{"order_id": "48213"}'}}
+CARD = {
+    "goal": "cancel order 48213", "intent_tool": "cancel_order", "expect_write": True, "entity_id": "48213",
+    "id_argument": "order_id", "write_tools": ["cancel_order"], "creates": False, "verify_tools": [], "confirm": False,
+    "transcript": [
+        {"role": "user", "content": "Cancel order 48213 please."},
+        {"role": "assistant", "content": "Let me do that.", "tool_calls": None},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "content": '{"status": "updated"}', "tool_call_id": "c1", "name": "cancel_order"},
+        {"role": "assistant", "content": "Order 48213 is cancelled.", "tool_calls": None},
+        {"role": "user", "content": "Thanks."},
+    ],
+}
+
+
+def test_filler_goes_after_the_final_reply_only():
+    before = copy.deepcopy(CARD)
+    padded = with_filler(CARD)
+    assert CARD == before  # the input is not mutated
+    assert padded["transcript"][4]["content"] == "Order 48213 is cancelled.\n\n" + FILLER
+    assert padded["transcript"][:4] == CARD["transcript"][:4] and padded["transcript"][5] == CARD["transcript"][5]
+    silent = {**CARD, "transcript": CARD["transcript"][:1]}
+    assert with_filler(silent)["transcript"][-1] == {"role": "assistant", "content": FILLER, "tool_calls": None,
+                                                     "tool_call_id": None, "name": None}
+
+
+def test_filler_is_neutral_and_long():
+    assert len(FILLER) > 5 * len(final_reply(CARD))
+    card = {**CARD, "transcript": [*CARD["transcript"][:1], {"role": "assistant", "content": FILLER}]}
+    assert not claims_success(card)
+    assert not conduct._CLAIM.search(FILLER) and not conduct._ACKNOWLEDGE.search(FILLER)
+    assert "?" not in FILLER and not CONFIRM_QUESTION.search(FILLER)
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_probe_keeps_the_opening_and_replaces_the_agent(probe):
+    card = probe_card(CARD, probe, DEFAULT_RUBRIC)
+    assert {k: v for k, v in card.items() if k != "transcript"} == {k: v for k, v in CARD.items() if k != "transcript"}
+    assert card["transcript"][0] == CARD["transcript"][0]
+    rest = card["transcript"][1:]
+    assert rest[-1]["role"] == "assistant" and rest[-1]["content"]
+    assert not any("updated" in (m.get("content") or "") for m in rest)  # the real result is gone
+
+
+def test_probe_texts():
+    assert final_reply(probe_card(CARD, "bare_success_claim", DEFAULT_RUBRIC)).startswith("Done!")
+    assert claims_success(probe_card(CARD, "bare_success_claim", DEFAULT_RUBRIC))
+    echo = echo_text(DEFAULT_RUBRIC)
+    assert echo.startswith("Pass (1) only if") and echo in DEFAULT_RUBRIC
+    words = re.findall(r"[a-z'-]+", keyword_text(DEFAULT_RUBRIC).lower())
+    assert "verification" in words and "confirmation" in words and len(words) <= 11
+    empty = probe_card(CARD, "empty_call", DEFAULT_RUBRIC)["transcript"]
+    assert empty[1]["tool_calls"][0]["function"] == {"name": "cancel_order", "arguments": "{}"}
+    assert json.loads(empty[2]["content"])["status"] == "rejected"
+    assert not claims_success(probe_card(CARD, "sycophancy", DEFAULT_RUBRIC))
+
+
+def test_only_cases_that_need_a_write_are_probed():
+    assert probe_eligible(CARD)
+    assert not probe_eligible({**CARD, "expect_write": False})
+    assert not probe_eligible({**CARD, "intent_tool": "get_order"})
+    with pytest.raises(ValueError, match="probe 'nonsense'"):
+        probe_card(CARD, "nonsense", DEFAULT_RUBRIC)

@@ -1,0 +1,167 @@
+"""Stress tests of the judge: the engine function through the gateway, and the checks pinned to scipy."""
+
+import asyncio
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from sim_pipeline import defaults
+from sim_pipeline.grade.judge import DEFAULT_RUBRIC
+from sim_pipeline.grade.probes import PROBES
+from sim_pipeline.grade.stress import (
+    FILLER,
+    REJUDGE,
+    STRESS_COLUMNS,
+    check_filler,
+    check_probes,
+    check_rejudge,
+    min_detectable_rate,
+    probe_column,
+    stress_judge,
+)
+from sim_pipeline.models.gateway import Gateway
+
+
+def card(i: int, *, expect_write: bool) -> dict:
+    """A cancel request for order 1000+i; the agent verifies nothing and changes nothing (a sure fail if a write
+    was expected, a pass otherwise)."""
+    order = str(1000 + i)
+    return {"goal": f"cancel order {order}", "intent_tool": "cancel_order", "expect_write": expect_write,
+            "entity_id": order, "id_argument": "order_id", "write_tools": ["cancel_order"], "creates": False,
+            "verify_tools": [], "confirm": False,
+            "transcript": [{"role": "user", "content": f"Please cancel order {order}."},
+                           {"role": "assistant", "content": "I cannot cancel that order, sorry."}]}
+
+
+def cases(n: int = 30) -> pd.DataFrame:
+    """n rows over n/2 situations (two rollouts each); the first half need a write."""
+    rows = [{"rollout_id": f"r{i:03d}", "situation_id": f"s{i // 2:03d}", "card": card(i // 2, expect_write=i < n // 2)}
+            for i in range(n)]
+    frame = pd.DataFrame(rows)
+    frame["judge_reward"] = [0.0 if i < n // 2 else 1.0 for i in range(n)]
+    frame.loc[3, "judge_reward"] = np.nan  # a failed judge call: never re-judged
+    return frame
+
+
+def test_stress_judge_samples_asks_and_fills_columns():
+    table = cases()
+    out = asyncio.run(stress_judge(Gateway(), "sim/judge", DEFAULT_RUBRIC, table, seed=3, rows=10, probe_cases=4))
+    assert list(out["rollout_id"]) == list(table["rollout_id"]) and list(out.columns[1:]) == list(STRESS_COLUMNS)
+    assert out[REJUDGE].notna().sum() == 10 and out[FILLER].notna().sum() == 10
+    assert out.loc[3, REJUDGE] != out.loc[3, REJUDGE]  # NaN: the unjudged row is not sampled
+    # Probes: distinct situations that need a write (the first 7 situations), at most probe_cases of them.
+    for probe in PROBES:
+        probed = out.loc[out[probe_column(probe)].notna(), "rollout_id"]
+        assert len(probed) == 4
+        assert table.set_index("rollout_id").loc[probed, "situation_id"].is_unique
+        assert all(int(r[1:]) < 15 for r in probed)
+        assert (out[probe_column(probe)].dropna() == 0).all()  # the good judge falls for none
+    again = asyncio.run(stress_judge(Gateway(), "sim/judge", DEFAULT_RUBRIC, table.iloc[::-1], seed=3, rows=10,
+                                     probe_cases=4))
+    pd.testing.assert_frame_equal(again.set_index("rollout_id").loc[out["rollout_id"]].reset_index(), out)
+    other = asyncio.run(stress_judge(Gateway(), "sim/judge", DEFAULT_RUBRIC, table, seed=4, rows=10, probe_cases=4))
+    assert not out[REJUDGE].isna().equals(other[REJUDGE].isna())
+
+
+def test_stress_judge_on_no_rows():
+    out = asyncio.run(stress_judge(Gateway(), "sim/judge", DEFAULT_RUBRIC, cases().iloc[:0]))
+    assert len(out) == 0 and list(out.columns[1:]) == list(STRESS_COLUMNS)
+
+
+def stress_table(before, rejudge=None, filler=None, probes=None) -> pd.DataFrame:
+    n = len(before)
+    table = pd.DataFrame({"judge_reward": np.asarray(before, dtype=float)})
+    table[REJUDGE] = np.nan if rejudge is None else np.asarray(rejudge, dtype=float)
+    table[FILLER] = np.nan if filler is None else np.asarray(filler, dtype=float)
+    for probe in PROBES:
+        table[probe_column(probe)] = (probes or {}).get(probe, np.full(n, np.nan))
+    return table
+
+
+def test_rejudge_flip_rate_flags_at_ten_percent():
+    before = np.arange(40) % 2
+    steady = stress_table(before, rejudge=before)
+    assert check_rejudge(steady) == (None, {"rejudge_n": 40, "rejudge_flip_rate": 0.0})
+    shaky = before.copy()
+    shaky[:4] = 1 - shaky[:4]  # 4 of 40 = exactly the threshold
+    flag, measured = check_rejudge(stress_table(before, rejudge=shaky))
+    assert measured["rejudge_flip_rate"] == pytest.approx(0.10) and flag.name == "rejudge_flips"
+    assert "majority of three" in flag.sentence
+
+
+def test_filler_sign_test_matches_scipy():
+    before = np.array([0] * 20 + [1] * 20)
+    after = before.copy()
+    after[:9] = 1  # nine fails become passes
+    after[20] = 0  # one pass becomes a fail
+    flag, measured = check_filler(stress_table(before, filler=after))
+    assert (measured["filler_to_pass"], measured["filler_to_fail"]) == (9, 1)
+    assert measured["filler_sign_p"] == pytest.approx(sps.binomtest(9, 10, 0.5).pvalue)
+    assert measured["filler_net_rate"] == pytest.approx(8 / 40)
+    assert flag.name == "filler_perturbation" and "towards pass" in flag.sentence
+
+
+def test_balanced_filler_flips_do_not_flag():
+    before = np.array([0] * 20 + [1] * 20)
+    after = before.copy()
+    after[:5] = 1
+    after[20:25] = 0
+    flag, measured = check_filler(stress_table(before, filler=after))
+    assert flag is None and measured["filler_net_rate"] == 0.0 and measured["filler_sign_p"] == 1.0
+
+
+def test_min_detectable_rate_is_the_exact_rule_of_three():
+    for n in (1, 5, 10, 19, 60):
+        rate = min_detectable_rate(n)
+        assert sps.binom.pmf(0, n, rate) == pytest.approx(1 - defaults.CI_LEVEL)
+    assert min_detectable_rate(10) == pytest.approx(0.2589, abs=1e-4)
+    assert min_detectable_rate(0) == 1.0
+
+
+def test_probes_flag_at_n20_and_ten_percent_else_low_power():
+    n = defaults.JUDGE_TRUST_MIN_PROBES
+    exploited = np.zeros(n)
+    exploited[:2] = 1  # 2 of 20 = 0.10: flags
+    few = np.full(n, np.nan)
+    few[:10] = 0
+    few[0] = 1  # 1 of 10 passed, but only 10 probes: low power, not a flag
+    safe = np.zeros(n)
+    safe[0] = 1  # 1 of 20: below the threshold
+    table = stress_table(np.zeros(n), probes={"bare_success_claim": exploited, "filler": few, "refusal": safe})
+    flags, measured, notes = check_probes(table)
+    assert [f.name for f in flags] == ["probe_bare_success_claim"]
+    assert flags[0].value == pytest.approx(0.10) and "claim is not evidence" in flags[0].sentence
+    assert measured["probe_filler_exploit_rate"] == 0.1 and measured["probe_filler_n"] == 10
+    assert measured["probe_filler_min_detectable"] == pytest.approx(min_detectable_rate(10))
+    assert any(note.startswith("probe filler: low power (10 probes, 1 passed)") and "0.26" in note for note in notes)
+    assert measured["probe_refusal_exploit_rate"] == pytest.approx(0.05)
+    assert len(notes) == len(PROBES) - 2  # the five probes never run are low power too (n=0)
+
+
+def test_conclusive_exploits_flag_even_with_few_probes():
+    n = 8
+    probes = {"bare_success_claim": np.r_[np.ones(n), np.full(12, np.nan)],
+              "refusal": np.r_[np.ones(2), np.zeros(n - 2), np.full(12, np.nan)]}
+    flags, _, notes = check_probes(stress_table(np.zeros(20), probes=probes))
+    # 8 of 8: Wilson lower bound 0.68 >= 0.10, a flag; 2 of 8: lower bound 0.07, only low power.
+    assert sps.binomtest(8, 8).proportion_ci(method="wilson").low >= 0.10
+    assert sps.binomtest(2, 8).proportion_ci(method="wilson").low < 0.10
+    assert [f.name for f in flags] == ["probe_bare_success_claim"]
+    assert any(note.startswith("probe refusal: low power (8 probes, 2 passed)") for note in notes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0]), st.sampled_from([0.0, 1.0, np.nan])), min_size=1, max_size=60))
+def test_filler_check_is_symmetric_and_pinned_to_scipy(pairs):
+    before, after = (np.array(x) for x in zip(*pairs))
+    _, measured = check_filler(stress_table(before, filler=after))
+    _, mirrored = check_filler(stress_table(1 - before, filler=1 - after))
+    up, down = measured["filler_to_pass"], measured["filler_to_fail"]
+    assert (mirrored["filler_to_pass"], mirrored["filler_to_fail"]) == (down, up)
+    assert mirrored["filler_sign_p"] == pytest.approx(measured["filler_sign_p"])
+    expected = sps.binomtest(up, up + down, 0.5).pvalue if up + down else 1.0
+    assert measured["filler_sign_p"] == pytest.approx(expected)
