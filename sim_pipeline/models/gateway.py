@@ -102,8 +102,15 @@ class Gateway:
                             sampling: Sampling, logprobs: bool, limiter: _Limiter) -> Completion:
         if model.startswith(CALLABLE_PREFIX):
             return await call_agent(model, messages, tools, sampling, redact=self.redact)
-        if self.fast_path and model.startswith("sim/"):
-            return await self._in_process(model, messages, tools, sampling)
+        if model.startswith("sim/"):
+            from sim_pipeline.models import sim_models
+
+            if model not in sim_models.sim_model_names() and not sim_models.latency_seconds(model):
+                # Stop here: through litellm the error would come back wrapped as a retryable connection error.
+                raise ModelCallError(f"model '{model}': no embedded model of that name. Fix: use one of "
+                                     f"{sim_models.sim_model_names()} or a litellm model string")
+            if self.fast_path:
+                return await self._in_process(model, messages, tools, sampling)
         import litellm
 
         from sim_pipeline.models.sim_provider import register

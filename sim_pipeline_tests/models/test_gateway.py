@@ -126,3 +126,10 @@ def test_fast_path_gives_the_same_completion_as_litellm():
         b = complete(fast, "sim/agent-v2", sampling=Sampling(seed=seed))
         assert (a.message, a.logprob, a.n_tokens, a.token_logprobs, a.prompt_tokens) == \
             (b.message, b.logprob, b.n_tokens, b.token_logprobs, b.prompt_tokens)
+
+
+def test_unknown_embedded_model_stops_the_run():
+    # Regression: through litellm the provider's error came back as a retryable APIConnectionError.
+    for fast in (False, True):
+        with pytest.raises(ModelCallError, match="no embedded model of that name"):
+            complete(Gateway(fast_path=fast), "sim/judge-typo")
