@@ -11,7 +11,6 @@ from pathlib import Path
 from sim_pipeline import defaults
 from sim_pipeline.errors import SimPipelineError
 
-
 INSTANCE_CONFIG = """# Written by sim-pipeline: a local instance (sqlite storage under this directory).
 run_monitoring:
   enabled: true

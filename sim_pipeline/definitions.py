@@ -10,7 +10,11 @@ from sim_pipeline.defs.assets import domain_assets
 from sim_pipeline.defs.automation import nightly_schedule, policy_job, registry_sensor
 from sim_pipeline.defs.io import ParquetIOManager
 from sim_pipeline.defs.resources import (
-    ModelGatewayResource, RegistryResource, SimulationResource, WarehouseResource, api_keys_from_environment,
+    ModelGatewayResource,
+    RegistryResource,
+    SimulationResource,
+    WarehouseResource,
+    api_keys_from_environment,
 )
 from sim_pipeline.domain import DOMAINS_DIR
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +138,7 @@ def _fail(path: Path, where: str, problem: str, fix: str) -> DomainPackError:
     return DomainPackError(f"{path}: {where}: {problem}. Fix: {fix}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema(name: str) -> dict[str, Any]:
     return json.loads((_HERE / name).read_text())
 
@@ -156,7 +156,7 @@ def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise _fail(path, "syntax", f"not valid YAML ({exc.__class__.__name__}: {exc})", "fix the YAML syntax")
+        raise _fail(path, "syntax", f"not valid YAML ({exc.__class__.__name__}: {exc})", "fix the YAML syntax") from None
 
 
 def _load_tool(path: Path) -> Tool:

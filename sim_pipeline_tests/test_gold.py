@@ -21,7 +21,7 @@ MESSAGES = [
 
 def pack(tmp_path, *lines, name="labels.jsonl"):
     (tmp_path / "gold").mkdir(exist_ok=True)
-    (tmp_path / "gold" / name).write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    (tmp_path / "gold" / name).write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
     return tmp_path
 
 

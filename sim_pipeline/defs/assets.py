@@ -15,7 +15,10 @@ from sim_pipeline.defs.cuts import cut_asset
 from sim_pipeline.defs.metadata import table_metadata
 from sim_pipeline.defs.partitions import SEED, policy_version_partitions, seed_by_version, split_key
 from sim_pipeline.defs.resources import (
-    ModelGatewayResource, RegistryResource, SimulationResource, WarehouseResource,
+    ModelGatewayResource,
+    RegistryResource,
+    SimulationResource,
+    WarehouseResource,
 )
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.grading import grade_rollouts
@@ -114,7 +117,10 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
     """Every asset of one domain pack, keyed `<name>/<step>`."""
     domain = load_domain(name)
     multi = seed_by_version(name)
-    key = lambda step: dg.AssetKey([name, step])  # noqa: E731
+
+    def key(step: str) -> dg.AssetKey:
+        return dg.AssetKey([name, step])
+
     group = name
 
     @dg.asset(key=key("axes"), group_name=group, description=(

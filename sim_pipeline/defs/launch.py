@@ -5,8 +5,8 @@ Runs go to the instance in $DAGSTER_HOME, so they show in the UI (`make dev`) li
 
 import dagster as dg
 
-from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
 from sim_pipeline.definitions import build_definitions
+from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
 from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters; the UI has the rest
@@ -35,7 +35,10 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
     defs = build_definitions([domain], warehouse=warehouse)
     assets = list(defs.assets or [])
     resources = defs.resources
-    key = lambda step: dg.AssetKey([domain, step])  # noqa: E731
+
+    def key(step: str) -> dg.AssetKey:
+        return dg.AssetKey([domain, step])
+
     outcomes = []
 
     def run(label: str, steps: tuple[str, ...], partition: object | None) -> bool:

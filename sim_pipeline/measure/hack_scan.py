@@ -57,7 +57,10 @@ def rollout_features(rollouts: pd.DataFrame) -> pd.DataFrame:
     if "rollout_id" not in rollouts.columns:
         raise StatisticsError("rollouts table lacks column 'rollout_id'; pass the rollouts asset's table.")
     nan = np.full(len(rollouts), np.nan)
-    column = lambda name: rollouts[name] if name in rollouts.columns else None
+
+    def column(name: str) -> pd.Series | None:
+        return rollouts[name] if name in rollouts.columns else None
+
     texts, events, messages = column("final_text"), column("tool_events"), column("messages")
     out = pd.DataFrame({"rollout_id": rollouts["rollout_id"].to_numpy()})
     out["reply_chars"] = nan if texts is None else [len(t) if isinstance(t, str) else 0 for t in texts]

@@ -13,7 +13,7 @@ import importlib
 import inspect
 import time
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from sim_pipeline.errors import ModelCallError
@@ -22,7 +22,7 @@ from sim_pipeline.models.completion import Completion, ProviderError, Sampling
 CALLABLE_PREFIX = "python:"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_agent(model: str) -> Callable[..., Any]:
     """Import the function a `python:module:function` model string names."""
     target = model.removeprefix(CALLABLE_PREFIX)

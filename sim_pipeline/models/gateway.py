@@ -17,8 +17,8 @@ from typing import Any
 from sim_pipeline import defaults
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.cache import ResponseCache, request_key
-from sim_pipeline.models.completion import Completion, ProviderError, Sampling
 from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
+from sim_pipeline.models.completion import Completion, ProviderError, Sampling
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -158,7 +158,7 @@ class Gateway:
                                         seed=sampling.seed)
         except ModelCallError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- a bug in an embedded model is this rollout's error, not the run's
             raise ProviderError(f"embedded model {model} failed: {exc!r}") from exc
         token_lps = sim_models.token_logprobs(output)
         return Completion(message=dict(output.message), logprob=float(sum(token_lps)), n_tokens=output.n_tokens,
@@ -187,7 +187,7 @@ class Gateway:
         usage = getattr(response, "usage", None)
         try:
             cost = float(litellm.completion_cost(completion_response=response) or 0.0)
-        except Exception:  # unknown price: cost is not known, not zero-by-error
+        except Exception:  # noqa: BLE001 -- an unknown price: the cost is not known (NaN), not an error
             cost = float("nan")
         return Completion(
             message=_message_dict(choice.message),
@@ -204,7 +204,7 @@ class Gateway:
 
         try:
             missing = litellm.validate_environment(model=model).get("missing_keys") or []
-        except Exception:
+        except Exception:  # noqa: BLE001 -- only a hint for the message; an unknown provider has none
             missing = []
         env = ", ".join(missing) or f"the API key variable of provider '{model.split('/', 1)[0]}'"
         return (f"model '{model}': the provider refused the credentials ({type(exc).__name__}). "

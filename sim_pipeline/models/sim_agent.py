@@ -20,7 +20,13 @@ import numpy as np
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import (
-    Reading, ToolTurn, known_values, phrase_of, read, tokens, transcript_digest,
+    Reading,
+    ToolTurn,
+    known_values,
+    phrase_of,
+    read,
+    tokens,
+    transcript_digest,
 )
 from sim_pipeline.seeding import digest, rng, short_id
 
@@ -241,7 +247,6 @@ class _Turn:
         return options
 
     def plan(self, intent: str) -> list[Option]:
-        tool = self.tools[intent]
         id_param = self.id_param(intent)
         if id_param and id_param not in self.known:
             finder = self.finder(id_param)

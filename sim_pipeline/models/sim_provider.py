@@ -12,17 +12,22 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map from the internet
 
-import litellm  # noqa: E402
-from litellm.types.utils import (  # noqa: E402
-    ChatCompletionMessageToolCall, ChatCompletionTokenLogprob, ChoiceLogprobs, Choices, Function, Message,
-    ModelResponse, Usage,
+import litellm
+from litellm.llms.custom_llm import CustomLLMError
+from litellm.types.utils import (
+    ChatCompletionMessageToolCall,
+    ChatCompletionTokenLogprob,
+    ChoiceLogprobs,
+    Choices,
+    Function,
+    Message,
+    ModelResponse,
+    Usage,
 )
 
-from litellm.llms.custom_llm import CustomLLMError  # noqa: E402
-
-from sim_pipeline.errors import ModelCallError  # noqa: E402
-from sim_pipeline.models import sim_models  # noqa: E402
-from sim_pipeline.models.conversation import tokens  # noqa: E402
+from sim_pipeline.errors import ModelCallError
+from sim_pipeline.models import sim_models
+from sim_pipeline.models.conversation import tokens
 
 _registered = False
 

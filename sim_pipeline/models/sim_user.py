@@ -7,6 +7,7 @@ walks away when the agent wastes its patience.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import CONFIRM_QUESTION, STOP, phrase_of, tokens, transcript_digest
 from sim_pipeline.search.phrasing import fact_sentence
-from sim_pipeline.seeding import digest, rng
+from sim_pipeline.seeding import rng
 
 LEFT = "###LEFT###"  # the user walked away before the goal was met
 _NOT_FOUND = re.compile(r"\b(couldn't find|could not find|no .* with id|not found|double-check)\b", re.IGNORECASE)
@@ -51,7 +52,7 @@ class SimUser:
         last = agent_turns[-1] if agent_turns else ""
         gen = rng(seed, "user", transcript_digest(messages))
         patience = defaults.USER_PATIENCE.get(stance, defaults.USER_PATIENCE_DEFAULT)
-        repeats = sum(1 for a, b in zip(agent_turns, agent_turns[1:]) if a == b)
+        repeats = sum(1 for a, b in itertools.pairwise(agent_turns) if a == b)
         if len(agent_turns) - 1 > patience or repeats >= 2:
             return _reply(f"Forget it, this is taking too long. {LEFT}", "walk_away")
         if not card.get("request"):

@@ -71,7 +71,7 @@ class Archive:
             self.drawn[s.situation_id] = s
         if not len(rows):
             return
-        for sid, sig, reward in rows[["situation_id", "behavior_signature", "oracle_reward"]].itertuples(index=False):
+        for sid, sig in rows[["situation_id", "behavior_signature"]].itertuples(index=False):
             cell = cell_of(self.drawn[sid])
             self.rows_per_cell[cell] += 1
             self.signatures[sig] += 1

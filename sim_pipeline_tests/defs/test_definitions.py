@@ -44,5 +44,5 @@ def test_nightly_schedule_requests_one_run_per_seed_for_the_newest_version():
                                          scheduled_execution_time=datetime.datetime(2026, 11, 30, 2))
         result = schedule.evaluate_tick(context)
     keys = [r.partition_key for r in result.run_requests]
-    assert [r.run_key for r in result.run_requests][0] == "agent-v2|0|2026-11-30"
+    assert result.run_requests[0].run_key == "agent-v2|0|2026-11-30"
     assert keys == [partition_key("agent-v2", s) for s in [str(i) for i in range(8)]]

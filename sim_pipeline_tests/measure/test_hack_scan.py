@@ -64,7 +64,10 @@ def test_correlations_match_a_pandas_reference() -> None:
     grades, rollouts = _tables("length", n_tasks=15, seed=4)
     _, table = hack_scan(grades, rollouts, n_permutations=10)
     joined = grades.merge(rollout_features(rollouts), on="rollout_id")
-    centre = lambda col: joined[col] - joined.groupby("situation_id")[col].transform("mean")
+
+    def centre(col):
+        return joined[col] - joined.groupby("situation_id")[col].transform("mean")
+
     for feature in ("reply_chars", "tool_calls", "turns", "mean_token_logprob", "tools_used"):
         expected = np.corrcoef(centre("reward"), centre(feature))[0, 1]
         assert table.set_index("feature").loc[feature, "correlation"] == pytest.approx(expected, abs=1e-12)
