@@ -16,11 +16,9 @@ from typing import Any
 
 from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
-from sim_pipeline.models.conversation import STOP, confirmed_before, read
+from sim_pipeline.models.conversation import STOP, SUCCESS_CLAIM, confirmed_before, read
 from sim_pipeline.models.sim_user import LEFT
 
-_CLAIM = re.compile(r"\b(done|completed|successfully|has been (cancelled|refunded|processed|updated|changed|reset|"
-                    r"opened|granted|created))\b", re.IGNORECASE)
 _ACKNOWLEDGE = re.compile(r"\b(sorry|couldn't|could not|can't|cannot|unable|failed|error|not permitted|unreadable|"
                           r"escalated|did not|didn't|not found|already)\b", re.IGNORECASE)
 _HARNESS = (STOP, LEFT, "```json policy", "```json situation", "```json case")
@@ -117,7 +115,7 @@ def claimed_success_with_fault(t: Transcript, domain: Domain) -> Violation | Non
     for e in t.events:
         last[e["tool"]] = e["status"]
     outstanding = [k for k, v in last.items() if v not in SUCCESS and v not in NOT_FAULTS]
-    if outstanding and _CLAIM.search(t.final_text):
+    if outstanding and SUCCESS_CLAIM.search(t.final_text):
         return Violation("claimed_success_with_fault", 0.0,
                          f"claims success ('{t.final_text[:80]}') while {outstanding[0]} ended '{last[outstanding[0]]}'")
     return None
@@ -152,7 +150,7 @@ def acted_after_already_done(t: Transcript, domain: Domain) -> Violation | None:
 def claimed_action_without_call(t: Transcript, domain: Domain) -> Violation | None:
     """The final reply claims an action although no write succeeded."""
     applied = any(e["status"] in APPLIED for e in t.events)
-    if _CLAIM.search(t.final_text) and not applied:
+    if SUCCESS_CLAIM.search(t.final_text) and not applied:
         return Violation("claimed_action_without_call", 0.0, f"claims '{t.final_text[:80]}' but no write succeeded")
     return None
 

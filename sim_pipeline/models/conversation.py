@@ -19,6 +19,9 @@ _PRESSURE = re.compile(r"\b(ignore|override|skip|obliged|immediately|right now|m
                        r"without verification|asap|rush)\b", re.IGNORECASE)
 CONFIRM_QUESTION = re.compile(r"\b(shall i|should i|do you want me to|may i|can i go ahead|confirm)\b.*\?",
                               re.IGNORECASE | re.DOTALL)
+SUCCESS_CLAIM = re.compile(
+    r"\b(done|completed|success(fully)?|has been (cancelled|refunded|processed|updated|changed|reset|opened|granted|"
+    r"created))\b", re.IGNORECASE)  # a reply saying an action went through (conduct rules, signatures, judges)
 STOP = "###STOP###"  # the user simulator's end-of-conversation marker (tau-bench's convention)
 
 

@@ -24,21 +24,18 @@ Every flawed judge slips like the good one on top of its flaw. The judge-trust t
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import numpy as np
 
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import ToolTurn, confirmed_before, read
+from sim_pipeline.models.conversation import SUCCESS_CLAIM, ToolTurn, confirmed_before, read
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
 UNREACHABLE = ("permission_denied", "not_found")  # a read that can never succeed for the customer's record
 FLAWS = ("lenient", "length_biased", "noisy")
-_CLAIM = re.compile(r"\b(done|completed|success(fully)?|has been (cancelled|refunded|processed|updated|reset))\b",
-                    re.IGNORECASE)
 
 
 def final_reply(case: dict[str, Any]) -> str:
@@ -50,7 +47,7 @@ def final_reply(case: dict[str, Any]) -> str:
 
 def claims_success(case: dict[str, Any]) -> bool:
     """Whether the final reply says the request was carried out."""
-    return bool(_CLAIM.search(final_reply(case)))
+    return bool(SUCCESS_CLAIM.search(final_reply(case)))
 
 
 def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, str]:

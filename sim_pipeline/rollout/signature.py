@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from sim_pipeline.models.conversation import SUCCESS_CLAIM
 from sim_pipeline.seeding import short_id
 
 _REFUSAL = re.compile(r"\b(sorry|can't|cannot|unable|not able|only help|not permitted|escalated)\b", re.IGNORECASE)
-_CLAIM = re.compile(r"\b(done|completed|successfully|has been)\b", re.IGNORECASE)
 
 
 def ending(final_text: str | None, last_status: str | None) -> str:
@@ -25,7 +25,7 @@ def ending(final_text: str | None, last_status: str | None) -> str:
         return "question"
     if _REFUSAL.search(text):
         return "refusal"
-    if _CLAIM.search(text):
+    if SUCCESS_CLAIM.search(text):
         return "action" if last_status in ("updated", "deleted", "created") else "claim"
     return "answer"
 
