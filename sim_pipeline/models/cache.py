@@ -5,16 +5,30 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from sim_pipeline.seeding import digest
 
 
+@cache
+def embedded_revision() -> str:
+    """A hash of the embedded models' source: a new release of them must not be answered from an old cache."""
+    folder = Path(__file__).parent
+    sources = sorted([*folder.glob("sim_*.py"), folder / "conversation.py", folder / "cards.py",
+                      folder.parent / "search" / "phrasing.py"])
+    return digest([p.read_text() for p in sources])[:16]
+
+
 def request_key(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 sampling: dict[str, Any], sample_index: int) -> str:
-    """The cache key: model, messages, tools, sampling settings and the sample index (k samples stay distinct)."""
-    return digest(model, messages, tools or [], sampling, sample_index)
+    """The cache key: model, messages, tools, sampling settings and the sample index (k samples stay distinct).
+
+    For the embedded `sim/` models it also holds their code revision; a hosted model's name is its version.
+    """
+    revision = embedded_revision() if model.startswith("sim/") else None
+    return digest(model, revision, messages, tools or [], sampling, sample_index)
 
 
 class ResponseCache:
