@@ -3,6 +3,8 @@
 Runs go to the instance in $DAGSTER_HOME, so they show in the UI (`make dev`) like any other run.
 """
 
+from collections.abc import Callable
+
 import dagster as dg
 
 from sim_pipeline.definitions import build_definitions
@@ -30,7 +32,7 @@ def sync_partitions(instance: dg.DagsterInstance, domains: list[str]) -> dict[st
 
 
 def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
-                       warehouse: str, log: callable = print) -> list[tuple[str, bool]]:
+                       warehouse: str, log: Callable[[str], None] = print) -> list[tuple[str, bool]]:
     """Run the eight steps for one seed and the given versions; returns (run label, success) per run."""
     defs = build_definitions([domain], warehouse=warehouse)
     assets = list(defs.assets or [])

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim_pipeline.seeding import digest
+
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _NUMBER = re.compile(r"\$?(\d+(?:\.\d+)?)")
@@ -177,8 +179,6 @@ def transcript_digest(messages: list[dict[str, Any]]) -> str:
 
     Seeds derive from it, so the same conversation draws the same sample through litellm and in-process.
     """
-    from sim_pipeline.seeding import digest
-
     canonical = []
     for m in messages:
         calls = [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))

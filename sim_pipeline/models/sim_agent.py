@@ -107,13 +107,14 @@ class SimAgent:
         base = _Turn(self.profile, messages, tools, salt=digest(seed, len(messages)))
         intents = base.intents()
         intent_logp = log_probs([logit for _, logit in intents], temperature)
-        chosen_intent = base.resolve(intents[pick(intent_logp, temperature=temperature, gen=gen)][0], intents)
-        options = base.fork().options(chosen_intent)
-        chosen = options[pick(log_probs([o.logit for o in options], temperature), temperature=temperature, gen=gen)]
+        # Every path's options, computed once: one set is sampled from, all of them give the marginal.
+        paths = [base.fork().options(base.resolve(intent, intents)) for intent, _ in intents]
+        path_logp = [log_probs([o.logit for o in options], temperature) for options in paths]
+        index = pick(intent_logp, temperature=temperature, gen=gen)
+        chosen = paths[index][pick(path_logp[index], temperature=temperature, gen=gen)]
         key, total = message_key(chosen.message), -np.inf
-        for (intent, _), lp_intent in zip(intents, intent_logp):
-            paths = base.fork().options(base.resolve(intent, intents))
-            for option, lp in zip(paths, log_probs([o.logit for o in paths], temperature)):
+        for lp_intent, options, logps in zip(intent_logp, paths, path_logp):
+            for option, lp in zip(options, logps):
                 if message_key(option.message) == key:
                     total = np.logaddexp(total, lp_intent + lp)
         body = chosen.message.get("content") or "".join(
