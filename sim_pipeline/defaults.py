@@ -136,6 +136,9 @@ USER_PATIENCE: dict[str, int] = {"hurried": 3, "adversarial": 4, "boundary": 4} 
 USER_PATIENCE_DEFAULT = 6  # for every other stance: a patient customer gives up after six unhelpful turns
 USER_HESITATION = 0.5  # chance an unsure/conflicting user hesitates once before answering a confirmation
 MAX_TURNS = 12  # agent turns per conversation before the runner stops it (status turn_cap)
+MAX_ERROR_SHARE = 0.05  # rollout_health fails above this share of ungraded (errored) rollouts: past 5% the graded
+# rest is no longer the sample that was planned (errors cluster on long, tool-heavy or faulted situations), so pass@k
+# and the delta would describe a different task mix; below it a re-run of the errored rows is the cheaper fix
 INTENT_CLEAR_PROBABILITY = 0.5  # below this top intent probability the agent asks what the user wants
 
 GATEWAY_TRIES = 3  # attempts per call on transient errors (REFERENCE 5)

@@ -12,6 +12,7 @@ from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.grade.judge_trust import judge_trust_report
 from sim_pipeline.registry import PolicyVersion
+from sim_pipeline.rollout.health import Health, rollout_health
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,12 @@ class VersionSummary:
     judge_flags: tuple[str, ...]
     cut_rows: dict[str, int | None]
     rollouts: int
+    health: Health
+
+    @property
+    def withheld(self) -> bool:
+        """Whether rollout_health failed: the partition's scores, judge trust and cuts are not to be read."""
+        return self.rollouts > 0 and not self.health.passed
 
 
 def _read(base: str, domain: str, asset: str, **parts: str) -> pd.DataFrame | None:
@@ -56,7 +63,8 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
         report = judge_trust_report(grades, policy_model=version.model, judge_model=version.judge_model)
         verdict, flags = report.verdict, tuple(f"{f.name}: {f.sentence}" for f in report.flags)
     cuts = {name: (len(t) if (t := _read(base, domain, name, **parts)) is not None else None) for name in CUTS}
-    return VersionSummary(version.slug, p1, verdict, flags, cuts, len(rollouts) if rollouts is not None else 0)
+    health = rollout_health(rollouts if rollouts is not None else pd.DataFrame())
+    return VersionSummary(version.slug, p1, verdict, flags, cuts, health.rollouts, health)
 
 
 def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None) -> str:
@@ -66,15 +74,27 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
     if cov:
         lines.append(f"  coverage      {cov['pairs_covered']}/{cov['pairs_planned']} planned axis-value pairs rolled "
                      f"out ({cov['fraction']:.1%}; training-data coverage)")
+    summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
     for v in versions:
-        s = version_summary(base, domain, seed, v)
+        s = summaries[v.slug]
+        errors = f"{s.health.errors} errored ({s.health.share:.1%})"
+        if s.withheld:
+            lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}",
+                      f"  {'':<13} rollout_health FAILED: {s.health.sentence()}",
+                      f"  {'':<13} pass@1, judge trust, cuts and delta are withheld: fix the model endpoint, then re-run",
+                      *[f"  {'':<13} error: {e}" for e in s.health.examples[:1]]]
+            continue
         p1 = f"{s.pass_at_1[0]:.3f} [{s.pass_at_1[1]:.3f}, {s.pass_at_1[2]:.3f}]" if s.pass_at_1 else "n/a"
         cuts = ", ".join(f"{k} {n if n is not None else 'not built'}" for k, n in s.cut_rows.items())
-        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, held-out pass@1 {p1} (95% bootstrap over tasks)",
+        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1} (95% bootstrap over tasks)",
                   f"  {'':<13} judge trust: {s.judge_verdict}" + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
                   f"  {'':<13} cuts: {cuts}"]
     for v in versions:
         if v.baseline is None:
+            continue
+        failing = [slug for slug in (v.baseline, v.slug) if slug in summaries and summaries[slug].withheld]
+        if failing:
+            lines.append(f"  delta {v.slug} vs {v.baseline}: withheld (rollout_health failed for {', '.join(failing)})")
             continue
         delta = _read(base, domain, "delta", policy_version=v.slug)
         if delta is None or not len(delta):
@@ -83,7 +103,9 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p):")
         for r in delta.itertuples(index=False):
             lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  delta {r.delta:+.3f} "
-                         f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]  p={r.p_value:.4f}  {r.verdict}  (n={r.n_tasks})")
+                         f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]  p={r.p_value:.4f}  {r.verdict}  (n={r.n_tasks}"
+                         + (f"; {r.n_ungraded_tasks} tasks left out, all samples errored" if r.n_ungraded_tasks else "")
+                         + ")")
     lines.append(f"  parquet       {Path(base) / domain}/<asset>/policy_version=<v>/seed=<s>.parquet")
     lines.append("  ui            make dev, then open http://127.0.0.1:3000 (runs, assets, checks)")
     return "\n".join(lines)

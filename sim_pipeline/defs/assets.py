@@ -170,7 +170,9 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         ins={"situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED),
              "world": dg.AssetIn(key("world"), partition_mapping=BY_SEED)},
         check_specs=[dg.AssetCheckSpec(checks.ROW_SCHEMA, asset=key("rollouts"), partitions_def=multi,
-                                       description="Every rollout row is valid against rollout/row.schema.json.")],
+                                       description="Every rollout row is valid against rollout/row.schema.json."),
+                     dg.AssetCheckSpec(checks.ROLLOUT_HEALTH, asset=key("rollouts"), partitions_def=multi,
+                                       blocking=True, description=checks.ROLLOUT_HEALTH_DESCRIPTION)],
     )
     def search_and_rollouts(context: dg.AssetExecutionContext, gateway: ModelGatewayResource,
                             registry: RegistryResource, simulation: SimulationResource, situations: pd.DataFrame,
@@ -182,6 +184,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         yield dg.Output(search, output_name="search", metadata=search_metadata(search, rows, reason))
         yield dg.Output(rollout_table(rows), output_name="rollouts", metadata=checks.rollout_metadata(rows))
         yield checks.row_schema_result(rows)
+        yield checks.rollout_health_result(rows)
 
     @dg.asset(key=key("grades"), group_name=group, partitions_def=multi,
               ins={"rollouts": dg.AssetIn(key("rollouts")), "search": dg.AssetIn(key("search")),

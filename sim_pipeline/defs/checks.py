@@ -10,10 +10,16 @@ from sim_pipeline.defs.metadata import table_metadata
 from sim_pipeline.grade.judge_trust import JudgeTrustReport, judge_trust_report, report_tables
 from sim_pipeline.measure.delta import must_not_regress_failures
 from sim_pipeline.registry import PolicyVersion
+from sim_pipeline.rollout.health import rollout_health, tool_error_shares
 from sim_pipeline.rollout.row import row_errors
 from sim_pipeline.warehouse import jsonable
 
 ROW_SCHEMA = "row_schema"
+ROLLOUT_HEALTH = "rollout_health"
+ROLLOUT_HEALTH_DESCRIPTION = ("Blocking. The share of rollouts that errored outside the agent's conduct (provider or "
+                              "HTTP errors, timeouts, invalid completions, user-model failures) is at most "
+                              "defaults.MAX_ERROR_SHARE; errored rollouts are never graded, and above the share the "
+                              "partition's grades, cuts, scores and delta are withheld.")
 JUDGE_TRUST = "judge_trust"
 PUBLISH_GATE = "publish_gate"
 MUST_NOT_REGRESS = "must_not_regress"
@@ -31,8 +37,21 @@ def rollout_metadata(rows: pd.DataFrame) -> dict[str, object]:
         "arms": dg.MetadataValue.json(rows["arm"].value_counts().to_dict()),
         "behavior_signatures": int(rows["behavior_signature"].nunique()),
         "model_calls": int(rows["model_calls"].sum()), "cost_usd": float(rows["cost"].fillna(0).sum()),
-        "oracle_pass_rate": round(float(rows["oracle_reward"].mean()), 4),
+        "oracle_pass_rate": round(float(labels.mean()), 4) if len(labels := rows["oracle_reward"].dropna()) else None,
+        "error_share": round(rollout_health(rows).share, 4),
     }
+
+
+def rollout_health_result(rows: pd.DataFrame) -> dg.AssetCheckResult:
+    """The blocking rollout-health check: fails when the share of errored (ungraded) rollouts is over the maximum."""
+    health = rollout_health(rows)
+    return dg.AssetCheckResult(
+        check_name=ROLLOUT_HEALTH, passed=health.passed, severity=dg.AssetCheckSeverity.ERROR,
+        description=health.sentence(),
+        metadata={"rollouts": health.rollouts, "errors": health.errors, "error_share": round(health.share, 4),
+                  "max_error_share": health.max_share, "by_status": dg.MetadataValue.json(health.by_status),
+                  "by_tool": table_metadata(tool_error_shares(rows)),
+                  "examples": dg.MetadataValue.json(list(health.examples))})
 
 
 def row_schema_result(rows: pd.DataFrame) -> dg.AssetCheckResult:
@@ -47,7 +66,8 @@ def grade_metadata(grades: pd.DataFrame) -> dict[str, object]:
     if not len(grades):
         return {"graded": 0}
     return {
-        "graded": len(grades), "pass_rate": round(float((grades["reward"] >= 1).mean()), 4),
+        "rows": len(grades), "graded": int(grades["graded"].sum()),
+        "pass_rate": round(float((grades["reward"].dropna() >= 1).mean()), 4) if grades["graded"].any() else None,
         "judge_version": str(grades["judge_version"].iloc[0]),
         "conduct_failures": dg.MetadataValue.json(grades["conduct_rule"].dropna().value_counts().to_dict()),
         "judge_status": dg.MetadataValue.json(grades["judge_status"].value_counts().to_dict()),

@@ -19,15 +19,18 @@ from sim_pipeline.grade import conduct
 from sim_pipeline.grade.judge import Judgment, case_card, judge_one, judge_seed, judge_version, rubric_for
 from sim_pipeline.grade.stress import STRESS_COLUMNS, stress_judge
 from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.protocol.statuses import is_error
 from sim_pipeline.rollout.signature import ending
 from sim_pipeline.situation import AXES, Situation
 
 GRADE_COLUMNS = (
     "rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index", "sample_index", *AXES,
     "conduct_rule", "conduct_reward", "conduct_evidence", "judge_reward", "judge_status", "judge_reason",
-    "judge_version", "reward", "gold_reward", "gold_source", "gold_reason", "reply_chars",
+    "judge_version", "reward", "graded", "gold_reward", "gold_source", "gold_reason", "reply_chars",
     "marker_argument_grounding", "marker_refusal", "marker_truncated", *STRESS_COLUMNS,
 )
+MARKERS = ("marker_argument_grounding", "marker_refusal", "marker_truncated")
+NOT_JUDGED = "not_judged"  # judge_status of a rollout that errored: the judge was not asked
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -35,9 +38,13 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def combine(conduct_reward: float, judge_reward: float | None) -> float | None:
-    """The reward: a failed conduct rule caps it (0 or half credit), the judge decides the rest; None if unjudged."""
+    """The reward: a failed conduct rule caps it (0 or half credit), the judge decides the rest.
+
+    None when the judge gave no verdict (an error, a timeout, an unreadable reply): a failed judge call is not an
+    outcome, so the row is ungraded even where a conduct rule failed.
+    """
     if judge_reward is None:
-        return None if conduct_reward > 0 else 0.0
+        return None
     return float(min(conduct_reward, 1.0) * judge_reward)
 
 
@@ -54,34 +61,54 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     records = rollouts.to_dict("records")
     messages = [[dict(m) for m in _as_list(r["messages"])] for r in records]
     cards = [case_card(domain, situations[r["situation_id"]], m) for r, m in zip(records, messages)]
-    judgments = await asyncio.gather(*(judge_one(gateway, judge_model, rubric, card, seed=judge_seed(r["rollout_id"]))
-                                       for r, card in zip(records, cards)))
+    judgments = await asyncio.gather(*(_judge(gateway, judge_model, rubric, card, r) for r, card in zip(records, cards)))
     frame = pd.DataFrame([_grade_row(r, m, j, domain, version) for r, m, j in zip(records, messages, judgments)],
                          columns=list(GRADE_COLUMNS))
-    frame["reward"] = frame["reward"].astype(float)
-    frame["judge_reward"] = frame["judge_reward"].astype(float)
+    for column in ("reward", "judge_reward", "conduct_reward", "gold_reward"):
+        frame[column] = frame[column].astype(float)
+    frame["graded"] = frame["graded"].astype(bool)
     frame = apply_gold(frame, pd.Series([transcript_digest(m) for m in messages]), load_gold(domain.path))
-    if stress and len(frame):
-        cases = frame[["rollout_id", "situation_id", "judge_reward"]].assign(card=cards)
-        verdicts = await stress_judge(gateway, judge_model, rubric, cases, seed=stress_seed)
-        frame[list(STRESS_COLUMNS)] = verdicts[list(STRESS_COLUMNS)].to_numpy(dtype=float)
+    errored = np.array([is_error(r["status"]) for r in records], dtype=bool)
+    frame.loc[errored, ["gold_reward", "gold_source"]] = [np.nan, None]  # a cut-off transcript is no gold case
+    # Stress tests probe the judge on real outcomes: rollouts that errored are no case to judge.
+    outcomes = frame["gold_reward"].notna().to_numpy()
+    if stress and outcomes.any():
+        cases = frame.loc[outcomes, ["rollout_id", "situation_id", "judge_reward"]].assign(
+            card=[c for c, keep in zip(cards, outcomes) if keep])
+        verdicts = await stress_judge(gateway, judge_model, rubric, cases.reset_index(drop=True), seed=stress_seed)
+        frame.loc[outcomes, list(STRESS_COLUMNS)] = verdicts[list(STRESS_COLUMNS)].to_numpy(dtype=float)
     return frame.sort_values("rollout_id", kind="stable").reset_index(drop=True) if len(frame) else frame
+
+
+async def _judge(gateway: Gateway, judge_model: str, rubric: str, card: dict[str, Any], row: dict[str, Any]) -> Judgment:
+    """The judge's verdict on one rollout; a rollout that errored is not judged (it is not an outcome)."""
+    if is_error(row["status"]):
+        return Judgment(None, NOT_JUDGED, f"rollout {row['status']}: not an outcome of the agent's conduct")
+    return await judge_one(gateway, judge_model, rubric, card, seed=judge_seed(row["rollout_id"]))
 
 
 def _grade_row(row: dict[str, Any], messages: list[dict[str, Any]], judgment: Judgment, domain: Domain,
                version: str) -> dict[str, Any]:
     """The grade row of one rollout: conduct verdict, judge verdict, reward, program gold label, markers."""
+    keys = {k: row[k] for k in ("rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index",
+                                "sample_index", *AXES)}
+    if is_error(row["status"]):
+        # Kept, so the error share shows, but never graded: no reward, no gold label, no markers.
+        return {**dict.fromkeys(GRADE_COLUMNS), **keys, "judge_status": judgment.status,
+                "judge_reason": judgment.reason, "judge_version": version, "graded": False,
+                "gold_reason": row["oracle_reason"],
+                **{column: float("nan") for column in (*MARKERS, *STRESS_COLUMNS)}}
     events = [dict(e) for e in _as_list(row["tool_events"])]
     violation = conduct.check(messages, events, row["final_text"], domain)
     conduct_reward = violation.reward if violation else 1.0
     last_status = events[-1]["status"] if events else None
+    reward = combine(conduct_reward, judgment.reward)
     return {
-        **{k: row[k] for k in ("rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index",
-                               "sample_index", *AXES)},
+        **keys,
         "conduct_rule": violation.rule if violation else None, "conduct_reward": conduct_reward,
         "conduct_evidence": violation.evidence if violation else None,
         "judge_reward": judgment.reward, "judge_status": judgment.status, "judge_reason": judgment.reason,
-        "judge_version": version, "reward": combine(conduct_reward, judgment.reward),
+        "judge_version": version, "reward": reward, "graded": reward is not None,
         "gold_reward": float(row["oracle_reward"]), "gold_source": "program", "gold_reason": row["oracle_reason"],
         "reply_chars": len(row["final_text"] or ""),
         "marker_argument_grounding": float(conduct.grounded(messages, events, row["final_text"], domain)),

@@ -21,7 +21,7 @@ from sim_pipeline.measure.verdict import (  # noqa: F401  (re-exported: the verd
 
 DELTA_COLUMNS: tuple[str, ...] = (
     "metric", "baseline", "candidate", "n_tasks", "before", "after", "delta",
-    "ci_low", "ci_high", "p_value", "verdict", "reason", "direction", "n_seeds", "seed_sd",
+    "ci_low", "ci_high", "p_value", "verdict", "reason", "direction", "n_seeds", "seed_sd", "n_ungraded_tasks",
 )
 _DIRECTION_NAMES = {sign: name for name, sign in DIRECTIONS.items()}
 
@@ -58,7 +58,11 @@ def delta_report(
         row |= compare_paired(paired.before[metric].to_numpy(float), paired.after[metric].to_numpy(float),
                               sign=sign, blocked=paired.blocked, seed=seed, n_resamples=n_resamples)
         spread = spread_of(per_seed, metric)
-        row |= {"direction": _DIRECTION_NAMES[sign], "n_seeds": spread.n_seeds, "seed_sd": spread.sd}
+        row |= {"direction": _DIRECTION_NAMES[sign], "n_seeds": spread.n_seeds, "seed_sd": spread.sd,
+                "n_ungraded_tasks": paired.ungraded_tasks}
+        if paired.ungraded_tasks and paired.blocked is None:
+            row["reason"] = (f"{row['reason']} {paired.ungraded_tasks} held-out task(s) left out: every sample on one "
+                             "side errored (not graded).")
         if paired.blocked is None and spread.n_seeds == 1:
             row["reason"] = f"{row['reason']} Note: {spread.note}"
         if metric in guarded:

@@ -28,6 +28,7 @@ class PairedTasks:
     directions: dict[str, float]  # metric -> +1 higher is better, -1 lower is better, in report order
     k: int
     blocked: tuple[str, str] | None  # (verdict, reason) when the sides cannot be compared at all
+    ungraded_tasks: int = 0  # tasks both sides ran but one side has no graded sample of (all errored): left out
 
 
 def pair_tasks(
@@ -41,17 +42,22 @@ def pair_tasks(
 ) -> PairedTasks:
     """Pair the held-out tasks both versions ran: pass@1, pass^k, pass@k (Chen et al. 2021) and marker means.
 
-    `k` defaults to the fewest samples any shared task has; `markers` maps marker name -> 'higher_is_better' |
-    'lower_is_better' (default: `DELTA_MARKER_DIRECTIONS` for the marker columns present).
+    Only graded rows count: a rollout that errored is neither a pass nor a fail, and a task whose samples all
+    errored on one side leaves the pairing (`ungraded_tasks` counts them). `k` defaults to the number of graded
+    samples most shared tasks have (a task with fewer leaves pass^k and pass@k only); `markers` maps marker
+    name -> 'higher_is_better' | 'lower_is_better' (default: `DELTA_MARKER_DIRECTIONS` for the marker columns present).
     """
     markers = _resolve_markers(markers, baseline, candidate)
-    before_rows = _heldout(baseline, baseline_version, "baseline")
-    after_rows = _heldout(candidate, candidate_version, "candidate")
+    before_all = _heldout(baseline, baseline_version, "baseline")
+    after_all = _heldout(candidate, candidate_version, "candidate")
+    before_rows, after_rows = _graded(before_all), _graded(after_all)
     before_counts, after_counts = task_counts(before_rows), task_counts(after_rows)
     shared = np.intersect1d(before_counts["situation_id"].to_numpy(), after_counts["situation_id"].to_numpy())
+    ran = np.intersect1d(before_all["situation_id"].unique(), after_all["situation_id"].unique())
     if k is None:
         both = pd.concat([before_counts, after_counts])
-        k = int(both.loc[both["situation_id"].isin(shared), "n"].min()) if shared.size else 1
+        sizes = both.loc[both["situation_id"].isin(shared), "n"]
+        k = int(sizes.mode().max()) if len(sizes) else 1
     directions = {name: 1.0 for name in metric_names(k)} | {
         MARKER_PREFIX + name: DIRECTIONS[direction] for name, direction in markers.items()
     }
@@ -61,7 +67,10 @@ def pair_tasks(
         context=_context(pd.concat([after_rows, before_rows]), shared),
         directions=directions,
         k=k,
-        blocked=_comparability(before_rows, after_rows, len(before_counts), len(after_counts), shared.size),
+        blocked=_comparability(before_rows, after_rows, len(before_counts), len(after_counts), shared.size,
+                               ungraded=(before_all["situation_id"].nunique() - len(before_counts),
+                                         after_all["situation_id"].nunique() - len(after_counts))),
+        ungraded_tasks=int(ran.size - shared.size),
     )
 
 
@@ -107,11 +116,15 @@ def _context(rows: pd.DataFrame, shared: np.ndarray) -> pd.DataFrame:
 
 
 def _comparability(
-    before_rows: pd.DataFrame, after_rows: pd.DataFrame, n_before: int, n_after: int, n_shared: int
+    before_rows: pd.DataFrame, after_rows: pd.DataFrame, n_before: int, n_after: int, n_shared: int,
+    *, ungraded: tuple[int, int] = (0, 0),
 ) -> tuple[str, str] | None:
     """(verdict, reason) when the two sides cannot be compared at all, else None."""
     if n_before == 0 or n_after == 0:
-        side = "baseline" if n_before == 0 else "candidate"
+        side, lost = ("baseline", ungraded[0]) if n_before == 0 else ("candidate", ungraded[1])
+        if lost:
+            return INSUFFICIENT_DATA, (f"the {side} has no graded held-out rows: every sample of its {lost} held-out "
+                                       "tasks errored (see rollout_health); fix the model endpoint and re-run.")
         return INSUFFICIENT_DATA, f"the {side} has no held-out rows; roll it out on the held-out split."
     judges_before = set(before_rows["judge_version"].dropna())
     judges_after = set(after_rows["judge_version"].dropna())
@@ -140,8 +153,7 @@ def _heldout(grades: pd.DataFrame, version: str, side: str) -> pd.DataFrame:
     missing = [col for col in ("situation_id", "reward", "split", "judge_version") if col not in grades.columns]
     if missing:
         raise StatisticsError(f"{side} grades lack column(s) {missing}; pass the grades asset's table.")
-    # An unjudged rollout (judge error) is neither a pass nor a fail: counting it as a fail would bias the delta.
-    rows = grades.loc[(grades["split"] == "heldout") & grades["reward"].notna()]
+    rows = grades.loc[grades["split"] == "heldout"]
     if "policy_version" in rows.columns and len(rows):
         mine = rows["policy_version"] == version
         if not mine.any():
@@ -150,6 +162,11 @@ def _heldout(grades: pd.DataFrame, version: str, side: str) -> pd.DataFrame:
                                   f"version's grades or fix {side}_version.")
         rows = rows.loc[mine]
     return rows
+
+
+def _graded(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a reward: an errored rollout or a failed judge call is neither a pass nor a fail."""
+    return rows.loc[rows["reward"].notna()]
 
 
 def _resolve_markers(

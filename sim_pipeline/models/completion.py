@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sim_pipeline.protocol.statuses import PROVIDER_ERROR
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -36,4 +38,12 @@ class Completion:
 
 
 class ProviderError(Exception):
-    """A model call that failed for this request only (after retries): it becomes a row's error status."""
+    """A model call that failed for this request only (after retries): it becomes a row's error status.
+
+    `status` says how: `provider_error` (HTTP or connection error, timeout, an exception in a callable agent) or
+    `invalid_response` (the provider answered, but not with a valid completion).
+    """
+
+    def __init__(self, message: str, *, status: str = PROVIDER_ERROR) -> None:
+        super().__init__(message)
+        self.status = status

@@ -19,6 +19,7 @@ from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.cache import ResponseCache, request_key
 from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
 from sim_pipeline.models.completion import Completion, ProviderError, Sampling
+from sim_pipeline.protocol.statuses import INVALID_RESPONSE
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -138,6 +139,11 @@ class Gateway:
                 last = exc
             except (litellm.BadRequestError, litellm.NotFoundError) as exc:
                 raise ProviderError(self.redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
+            except litellm.APIError as exc:
+                # Any other status litellm does not map (an OpenAI-compatible 403 arrives as a bare APIError).
+                if getattr(exc, "status_code", None) in (401, 403):
+                    raise ModelCallError(self._auth_message(model, exc)) from None
+                raise ProviderError(self.redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
             if attempt + 1 < defaults.GATEWAY_TRIES:
                 self.retries += 1
                 await asyncio.sleep(delay)
@@ -168,8 +174,9 @@ class Gateway:
     async def _call(self, litellm: Any, model: str, messages: list[dict[str, Any]],
                     tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool) -> Completion:
         started = time.perf_counter()
+        # max_retries=0: the gateway is the one retry layer (the OpenAI client would retry twice inside each try).
         kwargs: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
-                                  "max_tokens": sampling.max_tokens, "seed": sampling.seed}
+                                  "max_tokens": sampling.max_tokens, "seed": sampling.seed, "max_retries": 0}
         if tools:
             kwargs["tools"] = tools
         if logprobs:
@@ -179,10 +186,15 @@ class Gateway:
             kwargs["api_key"] = self._api_keys[provider]
         response = await litellm.acompletion(model=model, messages=messages, **kwargs)
         latency = time.perf_counter() - started
-        choice = response.choices[0]
-        token_lps = None
-        if getattr(choice, "logprobs", None) is not None and getattr(choice.logprobs, "content", None):
-            token_lps = [float(t.logprob) for t in choice.logprobs.content]
+        try:
+            choice = response.choices[0]
+            message = _message_dict(choice.message)
+            token_lps = None
+            if getattr(choice, "logprobs", None) is not None and getattr(choice.logprobs, "content", None):
+                token_lps = [float(t.logprob) for t in choice.logprobs.content]
+        except (AttributeError, IndexError, TypeError, ValueError) as exc:
+            raise ProviderError(self.redact(f"{model} sent no valid completion ({type(exc).__name__}: {exc})"[:300]),
+                                status=INVALID_RESPONSE) from None
         extra = getattr(choice.message, "provider_specific_fields", None) or {}
         usage = getattr(response, "usage", None)
         try:
@@ -190,7 +202,7 @@ class Gateway:
         except Exception:  # noqa: BLE001 -- an unknown price: the cost is not known (NaN), not an error
             cost = float("nan")
         return Completion(
-            message=_message_dict(choice.message),
+            message=message,
             logprob=float(sum(token_lps)) if token_lps is not None else None,
             n_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             token_logprobs=token_lps,

@@ -16,6 +16,7 @@ from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.conversation import STOP
 from sim_pipeline.models.gateway import Completion, Gateway, ProviderError, Sampling
 from sim_pipeline.models.sim_user import LEFT
+from sim_pipeline.protocol.statuses import USER_ERROR, is_error
 from sim_pipeline.rollout.prompts import agent_system_prompt, user_system_prompt
 from sim_pipeline.rollout.signature import behavior_signature, describe
 from sim_pipeline.seeding import short_id, stable_int
@@ -110,7 +111,10 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
                 status, finish = "agent_error", "empty_reply"
                 break
             user_view.append(_text("user", message["content"]))
-            said = await gateway.complete(policy.user_model, user_view, sampling=user_sampling)
+            try:
+                said = await gateway.complete(policy.user_model, user_view, sampling=user_sampling)
+            except ProviderError as exc:
+                raise ProviderError(f"user model {policy.user_model}: {exc}", status=USER_ERROR) from exc
             account(said)
             text = said.message.get("content") or ""
             clean = text.replace(STOP, "").replace(LEFT, "").strip()
@@ -123,10 +127,11 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
                 status, finish = "ok", "user_stop"
                 break
     except ProviderError as exc:
-        status, finish, error = "provider_error", "error", str(exc)
+        # Not the agent's conduct: the row keeps its status and error text and is never graded.
+        status, finish, error = exc.status, "error", str(exc)
     except ModelCallError:
         raise  # auth and quota errors stop the run: every later call would fail the same way
-    verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), messages)
+    verdict = None if is_error(status) else label(domain, situation, sandbox.events, sandbox.snapshot(), messages)
     steps = [(e.tool, e.status) for e in sandbox.events]
     final_text = next((m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]), "")
     return {
@@ -142,7 +147,8 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "tool_events": [{"index": e.index, "tool": e.tool, "arguments": json.dumps(e.arguments, sort_keys=True),
                          "status": e.status, "entity_id": e.entity_id, "applied": e.applied} for e in sandbox.events],
         "n_turns": sum(1 for m in messages if m["role"] == "assistant"),
-        "oracle_reward": verdict.reward, "oracle_reason": verdict.reason,
+        "oracle_reward": verdict.reward if verdict else None,
+        "oracle_reason": verdict.reason if verdict else f"not graded: {status}",
         "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls,
         "latency_s": time.perf_counter() - started,
     }

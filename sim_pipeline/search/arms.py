@@ -23,6 +23,7 @@ from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.search.mutations import MUTATIONS, mutate
 from sim_pipeline.search.phrasing import request_phrase
 from sim_pipeline.search.probes import PROBES, probe
+from sim_pipeline.protocol.statuses import ERROR_STATUSES
 from sim_pipeline.search.situations import build_situation
 from sim_pipeline.seeding import short_id, stable_int
 from sim_pipeline.situation import AXES, Situation
@@ -69,6 +70,8 @@ class Archive:
         """Add a batch's situations and rollouts."""
         for s in situations:
             self.drawn[s.situation_id] = s
+        # An errored rollout shows the endpoint, not a behaviour: it fills no cell and adds no signature.
+        rows = rows[~rows["status"].isin(ERROR_STATUSES)] if len(rows) else rows
         if not len(rows):
             return
         for sid, sig in rows[["situation_id", "behavior_signature"]].itertuples(index=False):

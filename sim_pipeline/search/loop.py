@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sim_pipeline import defaults
+from sim_pipeline.protocol.statuses import is_error
 from sim_pipeline.search.arms import Arms, SearchContext, cell_of
 from sim_pipeline.search.weights import WeightRule, allocate
 from sim_pipeline.seeding import rng
@@ -37,10 +38,13 @@ def _credit(rows: pd.DataFrame, arm_of: dict[str, str], arms: Arms) -> dict[str,
     """Per arm: (rows, new signatures, new cells), crediting each discovery to the first row (by rollout id)."""
     seen_sigs, seen_cells = set(arms.archive.signatures), set(arms.archive.rows_per_cell)
     out: dict[str, list[int]] = {}
-    for sid, sig in rows.sort_values("rollout_id")[["situation_id", "behavior_signature"]].itertuples(index=False):
+    columns = ["situation_id", "behavior_signature", "status"]
+    for sid, sig, status in rows.sort_values("rollout_id")[columns].itertuples(index=False):
         arm = arm_of[sid]
         tally = out.setdefault(arm, [0, 0, 0])
         tally[0] += 1
+        if is_error(status):
+            continue  # an errored rollout costs its row but discovers nothing: the endpoint failed, not the agent
         if sig not in seen_sigs:
             seen_sigs.add(sig)
             tally[1] += 1

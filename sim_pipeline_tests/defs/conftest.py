@@ -14,6 +14,9 @@ REGISTRY = {
         "agent-v2": {"domain": "retail", "model": "sim/agent-v2", "baseline": "agent-v1"},
         "lenient-v2": {"domain": "retail", "model": "sim/agent-v1", "judge_model": "sim/judge-lenient",
                        "baseline": "agent-v1"},
+        # An endpoint that fails every call: nothing it produced may be graded, scored, cut or compared.
+        "broken-v1": {"domain": "retail", "model": "python:sim_pipeline_tests.models.agents_for_tests:broken",
+                      "baseline": "agent-v1"},
     },
 }
 

@@ -5,6 +5,8 @@ import pandas as pd
 
 from sim_pipeline import warehouse
 from sim_pipeline.defs.partitions import partition_key
+from sim_pipeline.registry import load_registry, versions_for
+from sim_pipeline.report import render
 
 SEED_STEPS = ["axes", "covering_array", "world", "situations"]
 POLICY_STEPS = ["search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
@@ -80,3 +82,23 @@ def test_same_seed_gives_same_rollout_bytes(small_defs, instance, tmp_path):
         run(assets, resources, instance, ["search", "rollouts"], partition_key("agent-v2", "0"))
         frames.append(warehouse.read_table(path).drop(columns=["latency_s"]))
     pd.testing.assert_frame_equal(frames[0], frames[1])
+
+
+def test_failed_rollout_health_blocks_everything_after_the_rollouts(small_defs, instance, registry_path):
+    assets, resources, base = small_defs
+    run(assets, resources, instance, ["axes"], None)
+    run(assets, resources, instance, SEED_STEPS[1:], "0")
+    assert run(assets, resources, instance, POLICY_STEPS, partition_key("agent-v1", "0")).success
+    result = run(assets, resources, instance, POLICY_STEPS, partition_key("broken-v1", "0"))
+    assert not result.success
+    assert check_results(result)[(("retail", "rollouts"), "rollout_health")] is False
+    assert materialized(result) == {("retail", "search"), ("retail", "rollouts")}  # kept, with their errors
+    rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version="broken-v1",
+                                                             seed="0"))
+    assert (rollouts["status"] == "provider_error").all() and rollouts["oracle_reward"].isna().all()
+    versions = versions_for(load_registry(registry_path), "retail")
+    summary = render(str(base), "retail", "0", [v for v in versions if v.slug in ("agent-v1", "broken-v1")])
+    broken = summary[summary.index("broken-v1"):]
+    assert "rollout_health FAILED" in broken and "withheld" in broken and "pass@1" not in broken.split("withheld")[1]
+    assert "delta broken-v1 vs agent-v1: withheld" in summary
+    assert "held-out pass@1" in summary[:summary.index("broken-v1")]  # the healthy version still scores

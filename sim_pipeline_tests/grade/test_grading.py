@@ -59,10 +59,28 @@ def test_a_failing_judge_is_a_status_never_a_silent_zero(retail_run, scripted_ju
     rollouts = retail_run.rollouts.iloc[:30]
     table = grade(retail_run, rollouts, model, stress=False)
     assert (table["judge_status"] == status).all() and table["judge_reward"].isna().all()
-    clean = table["conduct_rule"].isna()
-    assert clean.any() and table.loc[clean, "reward"].isna().all()  # unjudged, not failed
-    assert (table.loc[~clean, "reward"] == table.loc[~clean, "conduct_reward"].where(lambda r: r == 0)).all()
+    # A failed judge call is not an outcome: ungraded (no reward), even where a conduct rule failed.
+    assert table["conduct_rule"].notna().any() and table["conduct_rule"].isna().any()
+    assert table["reward"].isna().all() and not table["graded"].any()
     assert table[list(STRESS_COLUMNS)].isna().all().all()
+
+
+def test_errored_rollouts_are_kept_but_never_graded(retail_run):
+    rollouts = retail_run.rollouts.iloc[:12].copy()
+    errored = rollouts.index[:5]
+    rollouts.loc[errored, "status"] = ["provider_error", "provider_error", "invalid_response", "user_error",
+                                       "provider_error"]
+    rollouts.loc[errored, "oracle_reward"] = None
+    rollouts.loc[errored, "oracle_reason"] = "not graded: provider_error"
+    gateway = Gateway(fast_path=True)
+    table = grade(rollouts=rollouts, run=retail_run, judge_model="sim/judge", gateway=gateway, stress=False)
+    assert len(table) == 12
+    bad = table["rollout_id"].isin(rollouts.loc[errored, "rollout_id"])
+    assert not table.loc[bad, "graded"].any() and table.loc[bad, "reward"].isna().all()
+    assert (table.loc[bad, "judge_status"] == "not_judged").all() and table.loc[bad, "gold_reward"].isna().all()
+    assert table.loc[bad, ["conduct_rule", "marker_refusal", "marker_truncated"]].isna().all().all()
+    assert table.loc[~bad, "graded"].all() and table.loc[~bad, "reward"].notna().all()
+    assert gateway.calls == 7  # the judge was asked about the 7 real outcomes only
 
 
 def test_judgments_are_cached(retail_run, tmp_path):

@@ -30,8 +30,20 @@ def test_unjudged_rows_are_left_out(grades_builder) -> None:
     before = grades_builder("v1", np.array([[0, 0], [0, 0]]))
     after = grades_builder("v2", np.array([[1, np.nan], [0, 1]]))
     paired = pair_tasks(before, after, **VERSIONS)
-    assert paired.k == 1
+    # k is what most tasks have (2), not the fewest: one lost sample leaves its task out of pass^2 only.
+    assert paired.k == 2 and paired.ungraded_tasks == 0
     assert paired.after["pass@1"].to_dict() == {"s0": 1.0, "s1": 0.5}
+    assert np.isnan(paired.after.loc["s0", "pass^2"]) and paired.after.loc["s1", "pass^2"] == 0.0
+
+
+def test_tasks_whose_samples_all_errored_leave_the_pairing_and_are_counted(grades_builder) -> None:
+    before = grades_builder("v1", np.zeros((3, 2)))
+    after = grades_builder("v2", np.array([[np.nan, np.nan], [1, 1], [0, 1]]))
+    paired = pair_tasks(before, after, **VERSIONS)
+    assert paired.ungraded_tasks == 1 and list(paired.after.index) == ["s1", "s2"]
+    nothing = grades_builder("v2", np.full((3, 2), np.nan))
+    blocked = pair_tasks(before, nothing, **VERSIONS)
+    assert blocked.ungraded_tasks == 3 and "no graded held-out rows" in blocked.blocked[1]
 
 
 def test_tasks_missing_a_metric_are_dropped(grades_builder) -> None:

@@ -42,10 +42,24 @@ def test_rows_are_valid_and_errors_are_rows():
     rows = asyncio.run(run_rollouts(specs, broken, domain=domain, state=state, gateway=Gateway()))
     assert list(rows["status"]) == ["provider_error"] * 3
     assert rows["error"].str.contains("RuntimeError: boom").all()
+    assert rows["oracle_reward"].isna().all()  # not an outcome: no gold label either
+    assert row_errors(rows.to_dict("records")) == []
     good = asyncio.run(run_rollouts(specs, Policy("v1", "sim/agent-v1"), domain=domain, state=state,
                                     gateway=Gateway(fast_path=True)))
     assert row_errors(good.to_dict("records")) == []
     assert (good["logprob_source"] == "decision").all() and (good["logprob"] < 0).all()
+
+
+def test_a_failing_user_model_is_a_user_error_never_an_outcome():
+    domain, state, situations = world()
+    specs = [RolloutSpec(s, 0, 0) for s in situations[:4]]
+    policy = Policy("v1", "sim/agent-v1", user_model="python:sim_pipeline_tests.models.agents_for_tests:broken")
+    rows = asyncio.run(run_rollouts(specs, policy, domain=domain, state=state, gateway=Gateway(fast_path=True)))
+    replied = rows["messages"].map(lambda ms: any(m["role"] == "assistant" and m["content"] for m in ms))
+    assert replied.any()  # the agent answered in text, so the user was asked
+    assert (rows.loc[replied, "status"] == "user_error").all()
+    assert rows.loc[replied, "error"].str.contains("user model").all()
+    assert rows.loc[replied, "oracle_reward"].isna().all()
 
 
 def test_callable_agent_runs_end_to_end():

@@ -42,7 +42,7 @@ def fake_runner(novel_arm=None):
                 fresh = s.source == novel_arm
                 rows.append({"rollout_id": f"{batch:04d}-{s.situation_id}-{k}", "situation_id": s.situation_id,
                              "behavior_signature": f"new-{next(counter)}" if fresh else "same",
-                             "oracle_reward": float(k == 0)})
+                             "oracle_reward": float(k == 0), "status": "ok"})
         return pd.DataFrame(rows)
 
     return run_batch
