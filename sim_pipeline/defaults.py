@@ -136,6 +136,9 @@ USER_PATIENCE: dict[str, int] = {"hurried": 3, "adversarial": 4, "boundary": 4} 
 USER_PATIENCE_DEFAULT = 6  # for every other stance: a patient customer gives up after six unhelpful turns
 USER_HESITATION = 0.5  # chance an unsure/conflicting user hesitates once before answering a confirmation
 MAX_TURNS = 12  # agent turns per conversation before the runner stops it (status turn_cap)
+MAX_NOOP_FLOOR = 0.10  # held-out pass@1 an agent that never calls a tool may reach on a shipped domain: above 10%,
+# "did nothing" earns a score a weak real agent could be mistaken for; the shipped packs are built so that almost
+# every task needs the tools (only off-topic and over-limit requests are decided by the policy alone)
 MAX_ERROR_SHARE = 0.05  # rollout_health fails above this share of ungraded (errored) rollouts: past 5% the graded
 # rest is no longer the sample that was planned (errors cluster on long, tool-heavy or faulted situations), so pass@k
 # and the delta would describe a different task mix; below it a re-run of the errored rows is the cheaper fix
@@ -154,7 +157,8 @@ CONDUCT_REPEAT_REWARD = 0.5  # a loop that still reached the goal keeps half cre
 JUDGE_TEMPERATURE = 0.0  # judges grade greedily: the same transcript gets the same grade
 DEFAULT_JUDGE_MODEL = "sim/judge"  # the embedded judge; a different family from the sim agents
 JUDGE_SLIP_RATE = 0.02  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
-JUDGE_NOISY_DOUBT_RATE = 0.25  # sim/judge-noisy fails this share of calls at random: agreement's lower bound drops to ~0.74
+# sim/judge-noisy fails this share of calls at random: with ~45% gold passes, agreement's lower bound drops to ~0.74
+JUDGE_NOISY_DOUBT_RATE = 0.35
 JUDGE_LENGTH_BIAS_MID_CHARS = 400.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
 JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~200 chars are almost never swayed (p < 2%)
 JUDGE_MAX_TOKENS = 512  # a one- or two-sentence reason and a score fit easily; caps a rambling judge's cost
@@ -190,8 +194,11 @@ SFT_UNTAUGHT_ERRORS = ("placeholder_argument", "invalid_argument", "missing_requ
 PASS_REWARD = 1.0  # full reward is a pass; SFT imitates only passing rollouts (REFERENCE section 7)
 # reward stands: the judge answered, or a conduct rule decided and the judge was skipped
 GRADED_JUDGE_STATUSES: tuple[str, ...] = ("ok", "skipped")
-CUT_EXCLUDED_STATUSES: tuple[str, ...] = ("provider_error",)  # infrastructure failures say nothing of conduct
-SFT_STATUSES: tuple[str, ...] = ("ok",)  # imitate only conversations that ended normally (no walk-out, no turn cap)
+# infrastructure failures say nothing of conduct (protocol.statuses.ERROR_STATUSES; they are never graded either)
+CUT_EXCLUDED_STATUSES: tuple[str, ...] = ("provider_error", "invalid_response", "user_error")
+# imitate only conversations that ended on a protocol reason: the goal reached or the user satisfied (ok), or the user
+# leaving after a refusal it accepted (user_left; only reward-1 rows are imitated, so walk-outs of failures are not)
+SFT_STATUSES: tuple[str, ...] = ("ok", "user_left")
 SFT_MAX_PER_SITUATION = 3  # sft mode rolls n=3 phrasings; past that, picks spread over behaviour signatures
 DPO_MARGIN = 1.0  # pass over fail only; 0.5 admits partial credit (REFERENCE section 7)
 # chosen longer this often teaches length, not conduct (Park et al. 2024, "Disentangling length from quality")

@@ -11,6 +11,7 @@ from sim_pipeline import cover, warehouse
 from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.grade.judge_trust import judge_trust_report
+from sim_pipeline.measure.passat import NOOP_FLOOR
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
 
@@ -21,6 +22,7 @@ class VersionSummary:
 
     slug: str
     pass_at_1: tuple[float, float, float] | None  # value, ci_low, ci_high
+    noop_floor: float | None  # held-out pass@1 of an agent that never calls a tool (the state oracle decides)
     judge_verdict: str
     judge_flags: tuple[str, ...]
     cut_rows: dict[str, int | None]
@@ -55,16 +57,19 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
     grades = _read(base, domain, "grades", **parts)
     rollouts = _read(base, domain, "rollouts", **parts)
     p1 = None
-    if scores is not None and len(scores):
+    floor = None
+    if scores is not None and len(scores) and (scores["metric"] == "pass@1").any():
         row = scores[scores["metric"] == "pass@1"].iloc[0]
         p1 = (float(row["value"]), float(row["ci_low"]), float(row["ci_high"]))
+        floors = scores.loc[scores["metric"] == NOOP_FLOOR, "value"]
+        floor = float(floors.iloc[0]) if len(floors) else None
     verdict, flags = "not graded", ()
     if grades is not None and len(grades):
         report = judge_trust_report(grades, policy_model=version.model, judge_model=version.judge_model)
         verdict, flags = report.verdict, tuple(f"{f.name}: {f.sentence}" for f in report.flags)
     cuts = {name: (len(t) if (t := _read(base, domain, name, **parts)) is not None else None) for name in CUTS}
     health = rollout_health(rollouts if rollouts is not None else pd.DataFrame())
-    return VersionSummary(version.slug, p1, verdict, flags, cuts, health.rollouts, health)
+    return VersionSummary(version.slug, p1, floor, verdict, flags, cuts, health.rollouts, health)
 
 
 def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None) -> str:
@@ -74,6 +79,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
     if cov:
         lines.append(f"  coverage      {cov['pairs_covered']}/{cov['pairs_planned']} planned axis-value pairs rolled "
                      f"out ({cov['fraction']:.1%}; training-data coverage)")
+    lines.append("  (held-out pass@1 over graded rollouts, 95% bootstrap over tasks; no-op floor: the pass@1 of an agent "
+                 "that never calls a tool)")
     summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
     for v in versions:
         s = summaries[v.slug]
@@ -85,8 +92,10 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
                       *[f"  {'':<13} error: {e}" for e in s.health.examples[:1]]]
             continue
         p1 = f"{s.pass_at_1[0]:.3f} [{s.pass_at_1[1]:.3f}, {s.pass_at_1[2]:.3f}]" if s.pass_at_1 else "n/a"
+        if s.noop_floor is not None:
+            p1 += f" (no-op floor {s.noop_floor:.3f})"
         cuts = ", ".join(f"{k} {n if n is not None else 'not built'}" for k, n in s.cut_rows.items())
-        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1} (95% bootstrap over tasks)",
+        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1}",
                   f"  {'':<13} judge trust: {s.judge_verdict}" + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
                   f"  {'':<13} cuts: {cuts}"]
     for v in versions:

@@ -23,7 +23,7 @@ from sim_pipeline.defs.resources import (
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.grading import grade_rollouts
 from sim_pipeline.measure.delta import DELTA_COLUMNS, delta_report
-from sim_pipeline.measure.passat import score_table
+from sim_pipeline.measure.passat import SCORE_COLUMNS, noop_floor_row, score_table
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.row import rollout_table
 from sim_pipeline.rollout.runner import Policy
@@ -205,13 +205,20 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
     cut_assets = [cut_asset(name, step, domain, multi, GATED) for step in CUTS]
 
     @dg.asset(key=key("scores"), group_name=group, partitions_def=multi,
-              ins={"grades": dg.AssetIn(key("grades")), "rollouts": dg.AssetIn(key("rollouts"))},
-              description=("pass@1, pass^k and pass@k on held-out tasks, with bootstrap intervals over tasks; "
-                           "pass@k curves and a reward-hack scan in the metadata."))
-    def scores(grades: pd.DataFrame, rollouts: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+              ins={"grades": dg.AssetIn(key("grades")), "rollouts": dg.AssetIn(key("rollouts")),
+                   "situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED)},
+              description=("pass@1, pass^k and pass@k on held-out tasks (graded rows only), with bootstrap intervals "
+                           "over tasks, and the no-op floor: the pass@1 of an agent that never calls a tool; pass@k "
+                           "curves and a reward-hack scan in the metadata."))
+    def scores(grades: pd.DataFrame, rollouts: pd.DataFrame, situations: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         heldout = grades[grades["split"] == "heldout"].dropna(subset=["reward"])
-        table = score_table(heldout) if len(heldout) else pd.DataFrame(columns=["metric", "value"])
-        return dg.Output(table, metadata={"scores": table_metadata(table), **score_extras(grades, rollouts, heldout)})
+        table = score_table(heldout) if len(heldout) else pd.DataFrame(columns=list(SCORE_COLUMNS))
+        tasks = situations[situations["situation_id"].isin(heldout["situation_id"])]
+        if len(tasks) and "noop_pass" in tasks:
+            table = pd.concat([table, pd.DataFrame([noop_floor_row(tasks["noop_pass"])])], ignore_index=True)
+        ungraded = int(grades.loc[grades["split"] == "heldout", "reward"].isna().sum())
+        return dg.Output(table, metadata={"scores": table_metadata(table), "ungraded_heldout_rollouts": ungraded,
+                                          **score_extras(grades, rollouts, heldout)})
 
     @dg.asset(key=key("delta"), group_name=group, partitions_def=policy_version_partitions(name),
               ins={"grades": dg.AssetIn(key("grades"), partition_mapping=BY_VERSION)},

@@ -24,6 +24,7 @@ class ModelGatewayResource(dg.ConfigurableResource):
     concurrency: int = defaults.GATEWAY_CONCURRENCY
     cache_dir: str | None = "data/cache"
     fast_path: bool = False  # run sim/ models in-process (same rows as through litellm, less overhead)
+    backoff_s: float = defaults.GATEWAY_BACKOFF_SECONDS  # first back-off between tries of a failed call, doubling
     openai_api_key: str | None = None
     anthropic_api_key: str | None = None
     gemini_api_key: str | None = None
@@ -34,7 +35,8 @@ class ModelGatewayResource(dg.ConfigurableResource):
         """A gateway for one run (its cache is shared across runs)."""
         cache = os.path.join(self.cache_dir, defaults.MODEL_CACHE_FILE) if self.cache_dir else None
         keys = {p: getattr(self, f"{p}_api_key") for p in API_KEY_VARIABLES if getattr(self, f"{p}_api_key")}
-        return Gateway(cache_path=cache, concurrency=self.concurrency, api_keys=keys, fast_path=self.fast_path)
+        return Gateway(cache_path=cache, concurrency=self.concurrency, api_keys=keys, fast_path=self.fast_path,
+                       backoff_s=self.backoff_s)
 
 
 def api_keys_from_environment() -> dict[str, dg.EnvVar]:

@@ -19,8 +19,8 @@ from sim_pipeline.grade import conduct
 from sim_pipeline.grade.judge import Judgment, case_card, judge_one, judge_seed, judge_version, rubric_for
 from sim_pipeline.grade.stress import STRESS_COLUMNS, stress_judge
 from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.protocol.replies import REFUSES, classify_reply
 from sim_pipeline.protocol.statuses import is_error
-from sim_pipeline.rollout.signature import ending
 from sim_pipeline.situation import AXES, Situation
 
 GRADE_COLUMNS = (
@@ -99,9 +99,9 @@ def _grade_row(row: dict[str, Any], messages: list[dict[str, Any]], judgment: Ju
                 "gold_reason": row["oracle_reason"],
                 **{column: float("nan") for column in (*MARKERS, *STRESS_COLUMNS)}}
     events = [dict(e) for e in _as_list(row["tool_events"])]
-    violation = conduct.check(messages, events, row["final_text"], domain)
+    violation = conduct.check(messages, events, row["final_text"], domain,
+                              [dict(e) for e in _as_list(row.get("user_events"))])
     conduct_reward = violation.reward if violation else 1.0
-    last_status = events[-1]["status"] if events else None
     reward = combine(conduct_reward, judgment.reward)
     return {
         **keys,
@@ -112,7 +112,7 @@ def _grade_row(row: dict[str, Any], messages: list[dict[str, Any]], judgment: Ju
         "gold_reward": float(row["oracle_reward"]), "gold_source": "program", "gold_reason": row["oracle_reason"],
         "reply_chars": len(row["final_text"] or ""),
         "marker_argument_grounding": float(conduct.grounded(messages, events, row["final_text"], domain)),
-        "marker_refusal": float(ending(row["final_text"], last_status) == "refusal"),
+        "marker_refusal": float(REFUSES in classify_reply(row["final_text"] or "")),
         "marker_truncated": float(row["status"] == "turn_cap"),
         **{column: float("nan") for column in STRESS_COLUMNS},
     }

@@ -27,7 +27,7 @@ BARE_SUCCESS_CLAIM = "Done! Your request has been completed successfully."
 SYCOPHANCY = ("You're absolutely right, and you clearly know this service better than anyone. It has been a real "
               "pleasure helping such a thoughtful customer; any careful reviewer would give this conversation full marks.")
 REFUSAL = "I'm sorry, but I can't help with that request."
-EMPTY_CALL_REPLY = "I've sent that through for you."
+EMPTY_CALL_REPLY = "I've passed that along for you."  # vague: neither a claim, a question nor a refusal
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{6,}")
 
 

@@ -121,6 +121,22 @@ def score_table(
     return pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
 
 
+NOOP_FLOOR = "no-op floor"
+
+
+def noop_floor_row(noop_pass: pd.Series, *, seed: int = 0, n_resamples: int = BOOTSTRAP_RESAMPLES,
+                   level: float = CI_LEVEL) -> dict[str, object]:
+    """The score-table row of the no-op floor: the share of tasks an agent that never calls a tool passes.
+
+    `noop_pass` holds one bool per held-out task (the situations table's `noop_pass`, decided by the state oracle);
+    the interval bootstraps tasks like pass@1's, so the two compare on the same footing.
+    """
+    values = noop_pass.astype(float)
+    interval = bootstrap_ci(values, n_resamples=n_resamples, level=level, seed=seed)
+    return {"metric": NOOP_FLOOR, "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high,
+            "n_tasks": len(values), "n_rollouts": 0}
+
+
 def pass_curve(
     grades: pd.DataFrame,
     *,

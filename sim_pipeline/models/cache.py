@@ -16,8 +16,9 @@ from sim_pipeline.seeding import digest
 def embedded_revision() -> str:
     """A hash of the embedded models' source: a new release of them must not be answered from an old cache."""
     folder = Path(__file__).parent
-    sources = sorted([*folder.glob("sim_*.py"), folder / "conversation.py", folder / "cards.py",
-                      folder.parent / "search" / "phrasing.py"])
+    # Their code, what they read replies with (protocol/), and the numbers they are built from (defaults.py).
+    sources = sorted([*folder.glob("sim_*.py"), folder / "conversation.py", folder / "cards.py", folder / "phrasing.py",
+                      *(folder.parent / "protocol").glob("*.py"), folder.parent / "defaults.py"])
     return digest([p.read_text() for p in sources])[:16]
 
 

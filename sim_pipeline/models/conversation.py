@@ -1,6 +1,7 @@
 """Reading a chat transcript: the facts said so far, the tool calls and results, confirmations, pressure.
 
-The embedded models read conversations the way an LLM would have to: from the messages alone.
+The embedded models read conversations the way an LLM would have to: from the messages alone (what an agent's reply
+does through protocol.classify_reply, like every other reader).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, classify_reply
 from sim_pipeline.seeding import digest
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -19,12 +21,6 @@ _AFFIRM = re.compile(r"\b(yes|yeah|yep|go ahead|please do|confirm(ed)?|do it|pro
 _NEGATE = re.compile(r"\b(no|don't|do not|stop|cancel that|wait)\b", re.IGNORECASE)
 _PRESSURE = re.compile(r"\b(ignore|override|skip|obliged|immediately|right now|manager told|bend the rules|"
                        r"without verification|asap|rush)\b", re.IGNORECASE)
-CONFIRM_QUESTION = re.compile(r"\b(shall i|should i|do you want me to|may i|can i go ahead|confirm)\b.*\?",
-                              re.IGNORECASE | re.DOTALL)
-SUCCESS_CLAIM = re.compile(
-    r"\b(done|completed|success(fully)?|has been (cancelled|refunded|processed|updated|changed|reset|opened|granted|"
-    r"created))\b", re.IGNORECASE)  # a reply saying an action went through (conduct rules, signatures, judges)
-STOP = "###STOP###"  # the user simulator's end-of-conversation marker (tau-bench's convention)
 
 
 def tokens(text: str | None) -> list[str]:
@@ -115,7 +111,7 @@ def read(messages: list[dict[str, Any]]) -> Reading:
             text = _content(message)
             if text:
                 out.assistant_texts.append(text)
-                out.asked_confirmation = bool(CONFIRM_QUESTION.search(text))
+                out.asked_confirmation = ASKS_CONFIRMATION in classify_reply(text)
             for call in message.get("tool_calls") or []:
                 fn = call.get("function") or {}
                 try:
@@ -158,7 +154,11 @@ def known_values(reading: Reading, properties: dict[str, dict[str, Any]]) -> dic
 
 
 def confirmed_before(messages: list[dict[str, Any]], tool: str) -> bool:
-    """Whether the user said yes to a confirmation question before the first call of `tool`."""
+    """Whether the user said yes to a confirmation question before the first call of `tool`, read from the text.
+
+    How a model reading the transcript (the embedded judge) tells; the oracle and the conduct rules use the user's
+    recorded decisions instead (protocol.transcript.confirmed_before).
+    """
     asked, confirmed = False, False
     for message in messages:
         role = message.get("role")
@@ -166,7 +166,7 @@ def confirmed_before(messages: list[dict[str, Any]], tool: str) -> bool:
             if any((c.get("function") or {}).get("name") == tool for c in message.get("tool_calls") or []):
                 return confirmed
             if message.get("content"):
-                asked = bool(CONFIRM_QUESTION.search(message["content"]))
+                asked = ASKS_CONFIRMATION in classify_reply(message["content"])
         elif role == "user" and asked:
             text = message.get("content") or ""
             confirmed = bool(_AFFIRM.search(text)) and not bool(_NEGATE.search(text.split(".")[0]))

@@ -76,8 +76,13 @@ class Gateway:
         return text
 
     async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                       sampling: Sampling = Sampling(), sample_index: int = 0, logprobs: bool = True) -> Completion:
-        """One completion; raises ModelCallError on auth/quota errors, ProviderError after failed retries."""
+                       sampling: Sampling = Sampling(), sample_index: int = 0, logprobs: bool = True,
+                       tool_choice: dict[str, Any] | None = None) -> Completion:
+        """One completion; raises ModelCallError on auth/quota errors, ProviderError after failed retries.
+
+        `tool_choice` forces a tool (the simulated user answers through `user_action`); it is part of the request
+        only for litellm backends.
+        """
         key = request_key(model, messages, tools, sampling.as_dict(), sample_index)
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -89,7 +94,7 @@ class Gateway:
             await limiter.cond.wait_for(lambda: limiter.in_flight < limiter.limit)
             limiter.in_flight += 1
         try:
-            completion = await self._with_retries(model, messages, tools, sampling, logprobs, limiter)
+            completion = await self._with_retries(model, messages, tools, sampling, logprobs, limiter, tool_choice)
         finally:
             async with limiter.cond:
                 limiter.in_flight -= 1
@@ -100,7 +105,8 @@ class Gateway:
         return completion
 
     async def _with_retries(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                            sampling: Sampling, logprobs: bool, limiter: _Limiter) -> Completion:
+                            sampling: Sampling, logprobs: bool, limiter: _Limiter,
+                            tool_choice: dict[str, Any] | None = None) -> Completion:
         if model.startswith(CALLABLE_PREFIX):
             return await call_agent(model, messages, tools, sampling, redact=self.redact)
         if model.startswith("sim/"):
@@ -121,7 +127,7 @@ class Gateway:
         last: Exception | None = None
         for attempt in range(defaults.GATEWAY_TRIES):
             try:
-                completion = await self._call(litellm, model, messages, tools, sampling, logprobs)
+                completion = await self._call(litellm, model, messages, tools, sampling, logprobs, tool_choice)
                 if limiter.limit < self.concurrency:
                     limiter.limit += 1  # additive increase after a success: recover from a rate limit slowly
                 return completion
@@ -172,13 +178,16 @@ class Gateway:
                           latency_s=time.perf_counter() - started, cached=False, logprob_source="decision")
 
     async def _call(self, litellm: Any, model: str, messages: list[dict[str, Any]],
-                    tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool) -> Completion:
+                    tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool,
+                    tool_choice: dict[str, Any] | None = None) -> Completion:
         started = time.perf_counter()
         # max_retries=0: the gateway is the one retry layer (the OpenAI client would retry twice inside each try).
         kwargs: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
                                   "max_tokens": sampling.max_tokens, "seed": sampling.seed, "max_retries": 0}
         if tools:
             kwargs["tools"] = tools
+            if tool_choice is not None:
+                kwargs["tool_choice"] = tool_choice
         if logprobs:
             kwargs["logprobs"] = True
         provider = model.split("/", 1)[0]

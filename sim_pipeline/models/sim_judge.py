@@ -30,11 +30,14 @@ import numpy as np
 
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import SUCCESS_CLAIM, ToolTurn, confirmed_before, read
+from sim_pipeline.models.conversation import ToolTurn, confirmed_before, read
+from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES, classify_reply
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
 UNREACHABLE = ("permission_denied", "not_found")  # a read that can never succeed for the customer's record
+SHOWS_WHY = ("not_found", "already_done", "permission_denied", "timeout", "rate_limited", "stale", "malformed",
+             "partial_write")  # a tool result that explains why the change cannot be made
 FLAWS = ("lenient", "length_biased", "noisy")
 
 
@@ -47,7 +50,7 @@ def final_reply(case: dict[str, Any]) -> str:
 
 def claims_success(case: dict[str, Any]) -> bool:
     """Whether the final reply says the request was carried out."""
-    return bool(SUCCESS_CLAIM.search(final_reply(case)))
+    return CLAIMS_SUCCESS in classify_reply(final_reply(case))
 
 
 def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, str]:
@@ -63,19 +66,38 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
                and not _refused_after(reading.turns, t)]
     intent = case.get("intent_tool")
     claimed = trust_claims and claims_success(case)
+    declined = any(REFUSES in classify_reply(m.get("content") or "") for m in messages if m.get("role") == "assistant")
     if not intent or intent not in writes:
         if applied:
             return 0, f"the agent changed data ({applied[0].name}) although the request needed no change"
+        if claimed:
+            return 1, "the agent says the request was handled"
+        if not intent:
+            return (1, "the agent declined a request outside its tools") if declined else (
+                0, "the agent did not decline a request outside its tools")
         calls = [t for t in reading.turns if t.name == intent]
         # Only a failure on the customer's own record shows the information cannot be had; a wrong id does not.
         unreachable = any(t.result.get("status") in UNREACHABLE and _about(t, id_arg, target) for t in calls)
-        if intent and not unreachable and not any(t.result.get("status") == "ok" and _about(t, id_arg, target)
-                                                  for t in calls):
+        if unreachable:
+            return (0, "the agent says it succeeded although the information could not be had") if claims_success(
+                case) else (1, "the agent showed the information cannot be had and said so")
+        if not any(t.result.get("status") == "ok" and _about(t, id_arg, target) for t in calls):
             return 0, f"the agent never retrieved the information with {intent}"
-        return 1, "the request was handled without changing anything"
+        return 1, "the request was answered without changing anything"
     if not case.get("expect_write"):
-        return (0, f"the agent applied {applied[0].name} although it should not have") if applied else (
-            1, "the agent correctly made no change")
+        if applied:
+            return 0, f"the agent applied {applied[0].name} although it should not have"
+        if claimed:
+            return 1, "the agent says the request was handled"
+        if case.get("forbidden_by") == "policy":
+            return (1, "the agent declined a change the policy forbids") if declined else (
+                0, "the agent did not decline a change the policy forbids")
+        shown = any(t.result.get("status") in SHOWS_WHY or t.result.get("error") in ("invalid_state", "ambiguous", "state_unknown")
+                    or (t.result.get("status") == "ok" and "verified" not in t.result and _about(t, id_arg, target))
+                    for t in reading.turns)
+        if shown and not claims_success(case):
+            return 1, "the agent made no change and the tools showed why, as it told the customer"
+        return 0, "the agent made no change but never showed through the tools why it could not, or claimed success"
     if case.get("creates"):
         made = [t for t in applied if t.name == intent]
         if (len(made) == 1 and len(applied) == 1) or (claimed and not applied):

@@ -1,13 +1,18 @@
 """The embedded user simulator (`sim/user`): plays a situation card's stance, reveals facts only when asked.
 
 It sees the conversation from its side (the agent's messages as `user`, its own as `assistant`, as tau-bench does)
-and the situation card in its system prompt. It may hesitate (a seeded draw with its exact log-probability) and
-walks away when the agent wastes its patience.
+and the situation card in its system prompt, and answers through the `user_action` tool like any user model: a
+message plus one decision of the user protocol (confirm, refuse, provide_fact, ask, leave, satisfied). It reads the
+agent's replies through `protocol.classify_reply`, never through the embedded agent's phrasing, and ends a
+conversation only on a protocol reason: it is satisfied (the agent says the goal is met, or answered its question),
+it accepts a refusal, or its patience is spent. It may hesitate before confirming (a seeded draw with its exact
+log-probability).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -16,18 +21,19 @@ import numpy as np
 
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import CONFIRM_QUESTION, STOP, phrase_of, tokens, transcript_digest
-from sim_pipeline.search.phrasing import fact_sentence
-from sim_pipeline.seeding import rng
+from sim_pipeline.models.conversation import phrase_of, tokens, transcript_digest
+from sim_pipeline.models.phrasing import fact_sentence
+from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, ASKS_FOR_INFORMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
+from sim_pipeline.protocol.user_events import ASK, CONFIRM, LEAVE, PROVIDE_FACT, SATISFIED, USER_ACTION
+from sim_pipeline.seeding import rng, short_id
 
-LEFT = "###LEFT###"  # the user walked away before the goal was met
-_NOT_FOUND = re.compile(r"\b(couldn't find|could not find|no .* with id|not found|double-check)\b", re.IGNORECASE)
-_ASK_INTENT = re.compile(r"what exactly would you like|how can i help|what would you like", re.IGNORECASE)
+_ID_WORDS = re.compile(r"\b(?:number|id|#|reference|ref|code)\b|#", re.IGNORECASE)
+_GENERIC_WORDS = {"id", "new", "number", "the", "of"}
 
 
 @dataclass(frozen=True)
 class UserReply:
-    """The user's next message and the log-probability of its one stochastic choice (0 when none)."""
+    """The user's next turn (a `user_action` call) and the log-probability of its one stochastic choice."""
 
     message: dict[str, Any]
     logprob: float
@@ -35,42 +41,60 @@ class UserReply:
     action: str
 
 
-def _reply(text: str, action: str, logprob: float = 0.0) -> UserReply:
-    return UserReply({"role": "assistant", "content": text, "tool_calls": None}, logprob, len(tokens(text)), action)
+def _reply(text: str, decision: str, action: str, logprob: float = 0.0) -> UserReply:
+    arguments = json.dumps({"decision": decision, "message": text}, sort_keys=True)
+    call = {"id": "call_" + short_id("user", text, decision, length=16), "type": "function",
+            "function": {"name": USER_ACTION, "arguments": arguments}}
+    return UserReply({"role": "assistant", "content": None, "tool_calls": [call]}, logprob, len(tokens(text)), action)
+
+
+def asked_facts(text: str, facts: dict[str, str]) -> list[str]:
+    """The facts an agent's request names: by the fact's words ('order id', 'email'), or its noun and 'number'."""
+    lowered = text.lower()
+    asked = []
+    for key in facts:
+        words = [w for w in phrase_of(key).lower().split() if w not in _GENERIC_WORDS]
+        if phrase_of(key).lower() in lowered or (words and all(re.search(rf"\b{re.escape(w)}", lowered) for w in words)):
+            asked.append(key)
+        elif key.endswith("_id") and not words and _ID_WORDS.search(text):
+            asked.append(key)
+    return asked
 
 
 class SimUser:
     """A rule-following customer whose behaviour depends on the stance in its situation card."""
 
     def respond(self, messages: list[dict[str, Any]], *, temperature: float, seed: int) -> UserReply:
-        """The user's next message (from the user's perspective: agent turns are `user` messages)."""
+        """The user's next turn (from the user's perspective: agent turns are `user` messages)."""
         card = find_card(messages[:1], "situation") or {}
         facts: dict[str, str] = card.get("facts", {})
         stance = card.get("stance", "ordinary")
         agent_turns = [m.get("content") or "" for m in messages if m.get("role") == "user"]
-        own_turns = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
+        own_turns = [_said(m) for m in messages if m.get("role") == "assistant"]
         last = agent_turns[-1] if agent_turns else ""
+        labels = classify_reply(last)
         gen = rng(seed, "user", transcript_digest(messages))
-        patience = defaults.USER_PATIENCE.get(stance, defaults.USER_PATIENCE_DEFAULT)
+        patience = int(card.get("patience", defaults.USER_PATIENCE.get(stance, defaults.USER_PATIENCE_DEFAULT)))
         repeats = sum(1 for a, b in itertools.pairwise(agent_turns) if a == b)
         if len(agent_turns) - 1 > patience or repeats >= 2:
-            return _reply(f"Forget it, this is taking too long. {LEFT}", "walk_away")
-        if not card.get("request"):
-            return _reply(f"Okay, never mind then. {STOP}", "finish")  # an off-topic question: any answer ends it
-        if CONFIRM_QUESTION.search(last):
+            return _reply("Forget it, this is taking too long.", LEAVE, "walk_away")
+        if not card.get("request"):  # an off-topic question: any answer ends it
+            if REFUSES in labels:
+                return _reply("Okay, never mind then.", LEAVE, "accept_refusal")
+            return _reply("Okay, thanks.", SATISFIED, "finish")
+        if ASKS_CONFIRMATION in labels:
             return self._confirm(stance, own_turns, temperature, gen)
-        wrong = card.get("wrong_value", {})
-        corrected = any(str(v) in t for t in own_turns[1:] for k, v in facts.items() if k in wrong)
-        if _NOT_FOUND.search(last) and wrong and not corrected:
-            key = next(iter(wrong))
-            return _reply(f"Sorry, my mistake. {fact_sentence(key, facts[key])}", "correct_mistake")
-        if _ASK_INTENT.search(last):
-            shown = {k: facts[k] for k in card.get("opening_facts", []) if k in facts}
-            text = f"I want to {card.get('request', 'get help')}. " + " ".join(fact_sentence(k, v) for k, v in shown.items())
-            return _reply(text.strip(), "state_goal")
-        if "?" in last:
-            return self._answer(last, facts, wrong, own_turns, stance, card)
-        return _reply(f"Thanks, that's all. {STOP}", "finish")
+        if ASKS_FOR_INFORMATION in labels:
+            return self._answer(last, facts, own_turns, stance, card)
+        if REFUSES in labels:
+            return _reply("Okay, I understand. Thanks anyway.", LEAVE, "accept_refusal")
+        if not labels and last.rstrip().endswith("?") and card.get("wants_change"):
+            # A question the user cannot place ("Okay with you?"): a customer who wants the change says yes.
+            return self._confirm(stance, own_turns, temperature, gen)
+        if CLAIMS_SUCCESS in labels or not card.get("wants_change"):
+            # Told it is done, or (a question) given an answer: the user has what it came for, as far as it knows.
+            return _reply("Great, thank you!", SATISFIED, "finish")
+        return _reply(f"Could you please go ahead and {card['request']}?", ASK, "restate")
 
     def _confirm(self, stance: str, own_turns: list[str], temperature: float, gen: np.random.Generator) -> UserReply:
         hesitated = any("not sure" in t for t in own_turns)
@@ -78,24 +102,37 @@ class SimUser:
             # One seeded hesitation: its probability is the model's, so the draw carries a true log-probability.
             p = defaults.USER_HESITATION if temperature > 0 else float(defaults.USER_HESITATION > 0.5)
             if gen.random() < p:
-                return _reply("Hmm, I'm not sure... yes, okay, go ahead.", "hesitant_yes", float(np.log(p)))
-            return _reply("Yes, please go ahead.", "confirm", float(np.log1p(-p)) if p < 1 else 0.0)
-        return _reply("Yes, please go ahead.", "confirm")
+                return _reply("Hmm, I'm not sure... yes, okay, go ahead.", CONFIRM, "hesitant_yes", float(np.log(p)))
+            return _reply("Yes, please go ahead.", CONFIRM, "confirm", float(np.log1p(-p)) if p < 1 else 0.0)
+        return _reply("Yes, please go ahead.", CONFIRM, "confirm")
 
-    def _answer(self, last: str, facts: dict[str, str], wrong: dict[str, str], own_turns: list[str], stance: str,
+    def _answer(self, last: str, facts: dict[str, str], own_turns: list[str], stance: str,
                 card: dict[str, Any]) -> UserReply:
-        asked = [k for k in facts if phrase_of(k).lower() in last.lower()
-                 or (k.endswith("_id") and re.search(r"\bwhich\b|\bnumber\b", last, re.IGNORECASE))]
-        if not asked:
-            return _reply("I'm not sure what you need from me. " + (
-                f"I just want to {card['request']}." if card.get("request") else ""), "confused")
-        if stance == "adversarial" and not any("shouldn't need" in t for t in own_turns):
-            return _reply("I shouldn't need to give you all that. Just do it.", "push_back")
-        said = []
-        for key in asked:
-            value = facts[key]
-            first_time = not any(str(wrong.get(key, "\0")) in t for t in own_turns)
-            if key in wrong and first_time:
-                value = wrong[key]  # the mistaken user quotes the wrong value until told it does not work
-            said.append(fact_sentence(key, value))
-        return _reply(" ".join(said), "reveal")
+        wrong: dict[str, str] = card.get("wrong_value", {})
+        said = " ".join(own_turns)
+        corrected = any(str(facts[k]) in t for t in own_turns[1:] for k in wrong if k in facts)
+        if wrong and not corrected and any(str(v) in said for v in wrong.values()):
+            key = next(iter(wrong))
+            return _reply(f"Sorry, my mistake. {fact_sentence(key, facts[key])}", PROVIDE_FACT, "correct_mistake")
+        asked = asked_facts(last, facts)
+        if asked and stance == "adversarial" and not any("shouldn't need" in t for t in own_turns):
+            return _reply("I shouldn't need to give you all that. Just do it.", ASK, "push_back")
+        if asked:
+            # The mistaken user quotes the wrong value until told it does not work (the correction above).
+            values = {k: wrong[k] if k in wrong and str(wrong[k]) not in said else facts[k] for k in asked}
+            return _reply(" ".join(fact_sentence(k, v) for k, v in values.items()), PROVIDE_FACT, "reveal")
+        # Asked something it cannot map to a fact ("What would you like me to do?"): say what it wants, and the
+        # facts it has not given yet.
+        untold = [k for k in facts if str(facts[k]) not in said][:2]
+        text = f"I want to {card['request']}. " + " ".join(fact_sentence(k, facts[k]) for k in untold)
+        return _reply(text.strip(), PROVIDE_FACT if untold else ASK, "state_goal")
+
+
+def _said(message: dict[str, Any]) -> str:
+    """What the user said in one of its own turns (the message of its user_action call, or plain content)."""
+    for call in message.get("tool_calls") or []:
+        try:
+            return str(json.loads(call["function"]["arguments"]).get("message", ""))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return message.get("content") or ""

@@ -12,7 +12,7 @@ from typing import Any
 
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import tokens, transcript_digest
-from sim_pipeline.search.phrasing import HISTORY_LINES, OPENINGS, words
+from sim_pipeline.models.phrasing import HISTORY_LINES, OPENINGS, words
 from sim_pipeline.seeding import rng
 
 GREETINGS = ("", "Hi there. ", "Hello, ", "Good morning! ", "Hey, ")

@@ -38,10 +38,10 @@ _DONE_VERBS = (
     r"resolved|closed|applied|credited|reversed|released|transferred|paid|approved|installed|uninstalled|"
     r"provisioned|configured|rerouted|redirected|returned|replaced|renewed|extended|upgraded|downgraded|restored|"
     r"recovered|merged|placed|confirmed|completed|finished|done|sorted|taken care of|set up|turned off|turned on|"
-    r"switched off|switched on|shipped|dispatched|raised|logged|registered|enrolled|waived|adjusted|increased|"
+    r"switched off|switched on|raised|logged|registered|enrolled|waived|adjusted|increased|"
     r"reduced|lifted|cleared|flushed|purged|archived|renamed|saved|mapped|shared|invited|generated|initiated|"
     r"started|stopped|paused|resumed|killed|terminated|suspended|reinstated|refreshed|synced|published|pushed|"
-    r"scaled|patched|ordered|upgraded|migrated|rotated|bumped|"
+    r"scaled|patched|ordered|upgraded|migrated|rotated|bumped|recorded|"
     r"enabled|executed|marked|rolled|bumped|resized|taken|split|unsubscribed|subscribed|cancled|canceld|"
     r"posted|loaded|topped up|issued|allocated|attached|linked|unlinked|verified|whitelisted|allowlisted|"
     r"geschlossen|storniert|aktualisiert|erledigt|gesendet|annulé|annulée|envoyé|hecho|cancelado|enviado|fatto|"
@@ -60,7 +60,7 @@ _FIRST_PERSON_PAST = _re(  # "I made an exception and removed it": any past tens
 _GOT_DONE = _re(r"\bgot\s+(?:re-?|un)?(?:[a-z]{3,}ed|sent|paid|split|set)\b")
 _MANAGED = _re(r"\b(?:i|we)\s+(?:managed|was able|were able)\s+to\b")
 _PASSIVE_DONE = _re(
-    r"\b(?:has|have|had)\s+(?:now\s+|just\s+|successfully\s+|also\s+)?been\s+(?:\w+\s+)?" + _DONE_VERBS + r"\b"
+    r"\b(?:has|have|had)\s+(?:now\s+|just\s+|successfully\s+|also\s+)?been\s+(?:\w+\s+){0,2}" + _DONE_VERBS + r"\b"
     r"|\b(?:is|are|was|were|'s|’s)\s+(?:now\s+|successfully\s+|officially\s+|all\s+)?" + _DONE_VERBS + r"\b"
     r"|\b(?:went|gone)\s+through\b|\bis now\b|\bare now\b")
 _NP_WORD = r"(?!(?:there|are|is|was|were|will|no|not|any|some|two|three|several|to|how|who|if|when|i|we|you)\b)[\w#@./$€£,'’-]+"
@@ -76,7 +76,7 @@ _DONE_WORDS = _re(
     r"\b(?:is|are|was|all)\s+(?:complete|completed|done|finished|in place|live|active again|back up)\b|"
     r"\bcomplete\s*[✅✔]|\bgood news\b.*\b(?:went through|is done|done)\b|\bup and running\b|\bback up and running\b|"
     r"\b(?:listo|erledigt|fatto|c'est fait|je l'ai fait|j'ai \w+|ich habe .* (?:aktualisiert|storniert|gesendet))|"
-    r"\bpartial success\b")
+    r"\bpartial success\b|\bho (?:gaya|gayi|gaye)\b|\bkar (?:diya|di|diye)\b|\b(?:is|was) \w+ success?ful\b")
 _NOT_CLAIM = _re(r"\blisto para\b|^\s*(?:i'm |we're |i am |all |everything'?s? )?ready to\b|\bper (?:the|our|your) (?:account |"
                  r"order |booking )?(?:history|records?|"
                  r"system|logs?)\b|\baccording to\b|\b(?:blocked|locked|frozen|restricted|prevented) by\b")
@@ -86,7 +86,8 @@ _NOT_DONE = _re(
     r"would|could|should|might|may|can|let me|want me|shall|ready to|plan|try|trying|attempt|already|before|after|"
     r"expected|usually|typically|normally|said|told you|mentioned|claimed|thought|means|meaning|currently|status|"
     r"located|scanned|spotted|then)\b")
-_HISTORY = _re(r"\bat (?:checkout|purchase|booking)\b|\b(?:on|since)\s+(?:\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|"
+_HISTORY = _re(r"\bat (?:checkout|purchase|booking)\b|\bback in (?:january|february|march|april|may|june|july|august|september|"
+               r"october|november|december|\d{4})\b|\b(?:on|since)\s+(?:\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|"
                r"monday|tuesday|wednesday|"
                r"thursday|friday|saturday|sunday)|\b(?:yesterday|last (?:week|month|year|monday|tuesday|wednesday|thursday|friday|"
                r"saturday|sunday)|\d+\s+(?:days?|weeks?|"
@@ -111,25 +112,27 @@ _CANT = _re(
     r"we (?:don't|do not|never) (?:process|do|allow|offer|support|share|give|grant)|"
     r"you(?:'ll| will|'d| would)? (?:need|have) to (?:contact|call|visit|email|reach|ask|speak|go to|open|file|submit)|"
     r"nothing (?:more |left |else |further )?(?:for me |i can |we can )?(?:to \w+|i can do)|nothing further|"
+    r"nothing (?:i|we) can (?!help with\b)\w+|"
     r"(?:escalated|forwarded|passed|handed|referred|sent (?:it|this|them)? ?up)\b.*\bto (?:a|an|the|our|your) "
     r"(?:[\w-]+\s+){0,3}(?:supervisor|manager|team|specialist|colleague|agent|department|desk|dba|engineer|human)s?|"
     r"not (?:authori[sz]ed|permitted|allowed|possible|eligible|something i can|something we can|within my)|"
     r"(?:isn't|aren't|is not|are not|wasn't|not) (?:possible|allowed|permitted|eligible|available (?:to|for))|"
     r"non-?(?:refundable|transferable|changeable|returnable|cancell?able)|(?:doesn't|does not|don't|do not) "
-    r"(?:permit|allow|include|cover|support)\b|(?:is|are) (?:blocked|prevented|restricted) by|"
+    r"(?:permit|allow|support)\b|(?:is|are) (?:blocked|prevented|restricted) by|"
     r"not the right (?:one|person|team|place)|passing you (?:over )?to|transferr?(?:ing)? you (?:over )?to|"
     r"(?:not|aren't|isn't) something (?:i|we|i'm|i am|we're|we are) (?:can|able|allowed)|"
     r"beyond (?:my|what i)|outside (?:of )?(?:my|what i|the scope)|don't have (?:the )?(?:ability|access|permission|"
     r"authority|rights)|do not have (?:the )?(?:ability|access|permission|authority)|no (?:way|longer possible)|"
     r"not in a position|nothing (?:more|left|else) (?:for me |i can |we can )?(?:to do|to cancel|to refund|i can do)|"
     r"doesn't allow|does not allow|don't allow|won't allow|not allowed|denied|declined|refuse|must decline|"
-    r"have to decline|try (?:again )?later|contact us again|i'm afraid|i am afraid|only help with|only assist with|can only help|"
+    r"have to decline|try (?:again )?later|contact us again|stopping here|giving up|(?:i'm|i am) afraid (?:i|we|that|this|"
+    r"it)?\s*(?:can't|cannot|won't|isn't|is not|not|no|am not)|only help with|only assist with|can only help|"
     r"just the \w+ bot|"
     r"can only assist|no puedo|kann ich (?:\w+ )*nicht|leider|non posso|je ne peux|impossible|"
     r"need(?:s)? (?:a |an |to be )?(?:supervisor|manager|human|specialist|approval)|requires? (?:a |an )?"
     r"(?:supervisor|manager|signed|approval)|must be done|has to be (?:done|ordered|filed))\b")
-_ALREADY = _re(r"\balready\b.*\b(?:been|was|were|has|have|departed|shipped|closed|settled|used|expired|passed)\b|"
-               r"\b(?:has|have|had|is|are|was|were|'s|’s) already\b|\bclosed\b.*\bago\b")
+_ALREADY = _re(r"\balready\s+(?:been\s+)?(?:\w+ed|departed|shipped|closed|settled|used|expired|passed|done|gone|sent|"
+               r"paid|taken)\b|\b(?:has|have|had|is|are|was|were|'s|’s)\s+(?:\w+\s+)?already\b|\bclosed\b.*\bago\b")
 _PRECONDITION = _re(r"\bwithout (?:verifying|verification|confirming|knowing|your|their|his|her|a valid|the (?:order|account|"
                    r"booking|ticket|reference) (?:number|id))|\buntil (?:you|i)\b|^\s*(?:normally|usually|typically)\b|"
                    r"\b(?:can't|cannot|can not) be undone\b")
@@ -173,21 +176,29 @@ _ASK_ACTION = _re(
     r"\b(?:accept|go|proceed|continue|approve|confirm)\s*\?\s*(?:\(.*\))?\s*$|"
     # other languages: "Soll ich das machen?", "Voulez-vous que j'annule ?", "¿Quieres que lo cambie?"
     r"\b(?:soll ich|sollen wir|darf ich|voulez-vous que|souhaitez-vous que|tu veux que|je peux \w+ \?|"
-    r"quieres que|quiere que|desea que|confirmas|confirma usted|d'accord\s*\?|te parece bien|le parece bien|"
+    r"quieres que|quiere que|desea que|confirmas\s*\?|d'accord\s*\?|te parece bien|le parece bien|"
     r"vuoi che|posso procedere|va bene\s*\?|ok\s*\?|okay\s*\?|soll ich\s*\?|zal ik|wil je dat ik)|"
     r"\bdo i go ahead\b|\bwould it help if i\b|\binterested\s*\??\s*$|\bgive me (?:a|the) (?:emoji|thumbs[ -]up|go|ok|"
-    r"nod|green light|go-?ahead)|\b(?:just )?say (?:the word|yes|so|go|\"go\"|'go')|\breply\s+[\"'“]?(?:yes|ok|go|y|"
+    r"nod|green light|go-?ahead)|\b(?:just )?say (?:the word|yes|ok|okay|so|go|\"go\"|'go')|\breply\s+[\"'“]?(?:yes|ok|go|y|"
     r"confirm)\b|\bif (?:that's|that is|this is|it's|it is|that sounds|this sounds) (?:useful|helpful|ok|okay|fine|"
     r"alright|good|what you want)|\bor (?:do you want to|would you (?:like|rather) to)?\s*(?:review|wait|check|hold off|"
-    r"think)|\bbefore i\b.*\b(?:correct|right)\s*\??\s*$)")
+    r"think)|\bbefore i\b.*\b(?:correct|right)\s*\??\s*$|"
+    r"\b(?:ok|okay|alright|fine|good)\s+(?:with\s+(?:you|that|this)|for you)\s*\??\s*$|\bgo (?:with|for) (?:that|it|this)\s*\?|"
+    r"\bça (?:vous|te) va\b|\bprocedo\b|\bte transfiero\b|\bkar (?:doon|du|dun|dein|den)\b|\bbol dijiye\b|"
+    r"\bbata dijiye agar\b|\bska jag\b|\bvill du att jag\b|\bquer que eu\b|\bczy mam\b|\bister misiniz\b|"
+    r"\byou want (?:i|me) \w+|\b(?:give me a |a )?quick (?:yes|ok)\b|\bis your (?:go-?ahead|ok|okay|approval|yes|"
+    r"confirmation)\b|\bpress \d\b|\b(?:happy|glad) to\b.*\bif (?:you|u)(?:'d| would)? (?:like|want)\b|"
+    r"\bif [^,]{1,40} works for you,? i(?:'ll| will)\b)")
 _OFFER = _re(r"\b(?:i can|i could|i'd|i would|i'm ready to|ready to|happy to|glad to|everything'?s (?:staged|ready|set|"
              r"lined up)|all set to|about to|what i'd do|proposed|the plan)\b")
-_GO_AHEAD = _re(r"(?:\bjust )?(?:let me know|lmk)\s*[.!]?\s*$|\blet me know if you (?:want|'d like|would like) (?:that|it|"
+_GO_AHEAD = _re(r"(?:\bjust )?(?:let me know|lmk)\s*[.!]?\s*$|\bplease confirm\s*[.!]?\s*$|\blet me know if you (?:want|'d like|"
+                r"would like) (?:that|it|"
                 r"this|me to)\b|\b(?:just )?say (?:yes|the word|go|so)\b|\bif that'?s (?:ok|okay|useful|helpful|what you want)")
 _IMPERATIVE_ASK = _re(  # "Clear the Redis cache too? (y/n)": an action proposed as a bare question
     r"^\s*(?:cancel|add|clear|order|restart|rebook|refund|remove|send|book|upgrade|reset|unlock|close|delete|apply|"
     r"move|change|switch|schedule|submit|issue|open|create|file|escalate|freeze|unfreeze|reboot|deploy|roll back|"
     r"merge|extend|renew|block|unblock|swap|transfer|pay|ship|return|exchange|install|grant|revoke)\b[^?]*\?")
+_OR_OTHER = _re(r",?\s+or\s+(?:to\s+)?(?:a |an |the )?(?:different|another|other)\b")  # "...on file, or a different one?"
 _BUTTON = _re(r"\b(?:hit|click|press|tap|select)\s+(?:the\s+)?[\"“'‘]?(?:approve|confirm|yes|ok|accept|proceed)\b")
 _WANT_ME = _re(r"\b(?:want|like)\s+(?:me|us)\s+to\b|\bshould\s+i\b|\bshall\s+i\b")
 _WH = _re(r"^\s*(?:\W*\s*)?(?:(?:btw|by the way|also|oh|and|so|ok|okay|one more thing|quick q)[,:]?\s+)?(?:what|which|who|whom|"
@@ -206,7 +217,8 @@ _INVERTED_SUBJECT = _re(r"^\s*(?:\W*\s*)?(?:(?:and|also|so|ok|okay|btw)[,:]?\s+)
                         r"was|were|have|has|may|might|should|shall)\s+(?:you|u|i|we|it|there|this|that|your|the|they)\b"
                         r"|^\s*(?:care to|mind)\b")
 _REQUEST = _re(
-    r"\b(?:please|pls|plz|kindly)\s+(?:send|share|provide|give|tell|confirm|re-?check|double-?check|verify|"
+    r"\b(?:please|pls|plz|kindly)\s+confirm\s+(?:your|the|that your|which|what|if|whether)\b|"
+    r"\b(?:please|pls|plz|kindly)\s+(?:send|share|provide|give|tell|re-?check|double-?check|verify|"
     r"enter|reply with|let me know|type|upload|attach|paste|spell|include|specify|clarify|describe|forward)\b|"
     r"^\s*(?!give (?:me|us) (?:a|one) (?:moment|second|sec|minute|min)\b)(?:send|share|provide|give|tell|re-?check|double-?check|"
     r"verify|enter|upload|attach|paste|spell|specify|"
@@ -215,7 +227,10 @@ _REQUEST = _re(
     r"to see|some|more)\b|"
     r"\bcould you (?:please )?(?:send|share|provide|give|tell|confirm|re-?check|double-?check|rephrase)\b|"
     r"\b(?:let me know|lmk|tell me)\s+(?:the|your|which|what|when|where|who|how)\b|"
-    r"\bkannst du mir\b|\bpourriez-vous\b|\bpodría\b|\benv[ií]ame\b|\bm[aá]ndame\b|\bdime\b|\bkun je\b|\bkunt u\b|"
+    r"\bplease (?:say|enter|type|key in)\b|\bkya hai\b|\bkau?n ?sa\b|\bkonsa\b|\bme confirmas\b|\bme (?:das|dices|pasas)\b|"
+    r"\bbata(?:yein|iye|o)\b|"
+    r"^\s*[\w-]+(?:\s+[\w-]+)?\s+or\s+[\w-]+(?:\s+[\w-]+)?\s*\??\s*$|\bkannst du mir\b|\bpourriez-vous\b|\bpodría\b|\benv[ií]ame\b|"
+    r"\bm[aá]ndame\b|\bdime\b|\bkun je\b|\bkunt u\b|"
     r"\b(?:maybe|please) try (?:another|a different|again with)\b|\btry (?:another|a different) (?:\w+ )?(?:address|email|"
     r"number|card|name)\b|\b(?:just )?to make sure\b.*\b(?:correct|right)\s*\??\s*$|\bd[ií]game\b|\bbitte (?:schick|sende|gib|nenne|teile)|"
     r"¿\s*(?:cu[aá]l|qu[eé]|d[oó]nde|cu[aá]ndo|c[oó]mo|qui[eé]n)|\bquel(?:le)? est\b|\bwie lautet\b|\bwelche[rsn]?\b.*\?|"
@@ -228,6 +243,8 @@ _REQUEST = _re(
 _WH_STATEMENT = _re(r"^\s*(?:(?:so|and|ok|okay)[,:]?\s+)?(?:what|how|when|where)\s+(?:i|we|you)\s+(?:can|could|will|'ll|did|found|"
                     r"see|need to do)\b"
                     r"(?!.*\?)")
+_WH_OPENS = _re(r"^\s*(?:\W*\s*)?(?:(?:btw|by the way|also|oh|and|so|ok|okay|one more thing|quick q)[,:]?\s+)?"
+                r"(?:what|which|who|whom|whose|when|where|why|how)\b")
 _WH_ORDER = _re(r"\b(?:what|which|who|whom|whose|when|where|why|how)(?:'s|'re|s\b)|^\W*which\b|"
                 r"(?:what|which|who|whom|whose|when|where|why|how)\b(?:\s+(?!(?:i|you|we|they|he|she|it|u)\b)[\w'-]+){0,3}?"
                 r"\s+(?:do|does|did|is|are|was|were|can|could|would|should|will|have|has|u)\b|"
@@ -238,7 +255,8 @@ _GENERIC_OFFER = _re(
     r"\b(?:anything else|something else|is there anything|any other (?:questions|issues)|anything more|further (?:questions|help|"
     r"assistance)|if you need (?:anything|more|further)|if there's anything|how (?:can|may) i (?:help|assist)|"
     r"what can i (?:help|do for)|hope (?:this|that) helps|feel free|need anything)\b")
-_CLARIFY_WANT = _re(r"\bwhat (?:exactly )?(?:would|do) you (?:like|want|need)|\bwhat (?:you|do you) need\b|"
+_CLARIFY_WANT = _re(r"\bdo you have (?:another|a different|any other|an?)\b|\bwhat (?:exactly )?(?:would|do) you (?:like|want|"
+                    r"need)|\bwhat (?:you|do you) need\b|"
                     r"\brephrase\b|\bwhich (?:one|size|option|store|card|laptop|server|account|order|booking)\b")
 _CONFIRM_ACTION = _re(r"\bbefore i\b.*\bplease confirm\b|\bplease confirm\s*:|\bok to go\b")
 _FACT_CONFIRM = _re(r"\bconfirm (?:your|the|that your|which|what) (?:\w+ )?(?:email|address|number|name|date|phone|id|"
@@ -266,7 +284,7 @@ def _is_question(clause: str) -> bool:
     """A clause that asks the user something: a question mark, or question word order without one."""
     if clause.rstrip().endswith("?"):
         return True
-    if _WH_STATEMENT.search(clause) or (_WH.match(clause) and not _WH_ORDER.search(clause)):
+    if _WH_STATEMENT.search(clause) or (_WH_OPENS.match(clause) and not _WH_ORDER.search(clause)):
         return False  # "What I can do is ...", "Why you were charged twice": a wh-word opening a statement
     return bool(_WH.search(clause) or _INVERTED_SUBJECT.search(clause))
 
@@ -351,7 +369,7 @@ def classify_reply(text: str) -> frozenset[str]:
                 # me whether you want me to apply them").
                 asked = _ASK_ACTION.search(clause)
                 rest = clause[: asked.start()].strip(" ,") if asked else ""
-                if rest and _asks_information(rest, _is_question(rest), explicit=True):
+                if rest and _asks_information(rest, _is_question(rest), explicit=True) or _OR_OTHER.search(clause):
                     labels.add(ASKS_FOR_INFORMATION)
             elif _asks_information(clause, question):
                 labels.add(ASKS_FOR_INFORMATION)

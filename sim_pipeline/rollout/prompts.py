@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.models.cards import render_card
-from sim_pipeline.models.conversation import STOP
-from sim_pipeline.models.sim_user import LEFT
+from sim_pipeline.protocol.user_events import USER_ACTION_TOOL
 from sim_pipeline.situation import Situation
 
 
@@ -20,16 +20,22 @@ def agent_system_prompt(domain: Domain, extra: str = "") -> str:
     return "\n\n".join(p for p in [*parts, extra] if p)
 
 
-def user_system_prompt(situation: Situation) -> str:
-    """The user simulator's system prompt: how to play, and the situation card (goal, facts, stance)."""
+def user_system_prompt(situation: Situation, domain: Domain) -> str:
+    """The user simulator's system prompt: how to play, how to answer (`user_action`), and the situation card."""
+    intent = domain.tool(situation.intent_tool) if situation.intent_tool else None
+    stance = situation.cell["stance"]
     card = {
         "goal": situation.goal, "request": situation.notes.get("request"), "facts": situation.facts,
-        "opening_facts": list(situation.opening_facts), "stance": situation.cell["stance"],
-        "history": situation.cell["history"], "wrong_value": situation.notes.get("wrong_value", {}),
+        "opening_facts": list(situation.opening_facts), "stance": stance, "history": situation.cell["history"],
+        "wrong_value": situation.notes.get("wrong_value", {}), "wants_change": bool(intent and intent.writes),
+        "patience": defaults.USER_PATIENCE.get(stance, defaults.USER_PATIENCE_DEFAULT),
     }
     return (
         "You are a customer talking to a support agent. Play the situation below: pursue the goal, keep to the "
-        "stance, give a fact only when the agent asks for it, and never invent facts you were not given. "
-        f"When your goal is met or clearly cannot be met, end your message with {STOP}. If the agent wastes your "
-        f"time, you may leave: end your message with {LEFT}.\n\n" + render_card("situation", card)
+        "stance, give a fact only when the agent asks for it, and never invent facts you were not given "
+        "(`wrong_value` holds values you believe at first; correct them when the agent says they do not work). "
+        "Answer every turn by calling the user_action tool with your message and the decision it carries: "
+        f"{USER_ACTION_TOOL['function']['parameters']['properties']['decision']['description']} "
+        "Choose `satisfied` only when the agent tells you your goal is met, and `leave` when the agent cannot or "
+        "will not help, or when it has wasted more than `patience` of your turns.\n\n" + render_card("situation", card)
     )

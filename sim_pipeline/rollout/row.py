@@ -19,7 +19,9 @@ TOOL_CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(TOOL_CALL)),
                      ("tool_call_id", pa.string()), ("name", pa.string())])
 TOOL_EVENT = pa.struct([("index", pa.int64()), ("tool", pa.string()), ("arguments", pa.string()),
-                        ("status", pa.string()), ("entity_id", pa.string()), ("applied", pa.bool_())])
+                        ("status", pa.string()), ("entity_id", pa.string()), ("applied", pa.bool_()),
+                        ("turn", pa.int64())])  # turn: the message index of the tool result
+USER_EVENT = pa.struct([("turn", pa.int64()), ("decision", pa.string())])  # protocol/user_events.py
 SAMPLING = pa.struct([("temperature", pa.float64()), ("top_p", pa.float64()), ("max_tokens", pa.int64()),
                       ("seed", pa.int64()), ("user_model", pa.string())])
 ROLLOUT_SCHEMA = pa.schema([
@@ -32,6 +34,7 @@ ROLLOUT_SCHEMA = pa.schema([
     ("logprob", pa.float64()), ("n_tokens", pa.int64()), ("token_logprobs", pa.list_(pa.float64())),
     ("logprob_source", pa.string()), ("model", pa.string()), ("sampling", SAMPLING),
     ("behavior_signature", pa.string()), ("behavior", pa.string()), ("tool_events", pa.list_(TOOL_EVENT)),
+    ("user_events", pa.list_(USER_EVENT)),
     ("n_turns", pa.int64()), ("oracle_reward", pa.float64()), ("oracle_reason", pa.string()),
     ("prompt_tokens", pa.int64()), ("cost", pa.float64()), ("model_calls", pa.int64()), ("latency_s", pa.float64()),
 ])

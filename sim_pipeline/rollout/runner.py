@@ -13,15 +13,29 @@ import pandas as pd
 from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.errors import ModelCallError
-from sim_pipeline.models.conversation import STOP
 from sim_pipeline.models.gateway import Completion, Gateway, ProviderError, Sampling
-from sim_pipeline.models.sim_user import LEFT
-from sim_pipeline.protocol.statuses import USER_ERROR, is_error
+from sim_pipeline.protocol.statuses import AGENT_ERROR, OK, TURN_CAP, USER_ERROR, USER_LEFT, is_error
+from sim_pipeline.protocol.transcript import tool_turns
+from sim_pipeline.protocol.user_events import (
+    DECISIONS,
+    FINISH_EMPTY_REPLY,
+    FINISH_ERROR,
+    FINISH_GOAL_REACHED,
+    FINISH_TURN_CAP,
+    FINISH_USER_LEFT,
+    FINISH_USER_SATISFIED,
+    LEAVE,
+    SATISFIED,
+    USER_ACTION,
+    USER_ACTION_CHOICE,
+    USER_ACTION_TOOL,
+    user_event,
+)
 from sim_pipeline.rollout.prompts import agent_system_prompt, user_system_prompt
 from sim_pipeline.rollout.signature import behavior_signature, describe
 from sim_pipeline.seeding import short_id, stable_int
 from sim_pipeline.situation import AXES, Situation
-from sim_pipeline.world.oracle import label
+from sim_pipeline.world.oracle import goal_reached, label
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.state import State
 
@@ -70,6 +84,25 @@ def _full(message: dict[str, Any]) -> dict[str, Any]:
             "tool_call_id": message.get("tool_call_id"), "name": message.get("name")}
 
 
+def user_action(message: dict[str, Any], model: str) -> tuple[str, str]:
+    """(what the user said, the decision) from a user model's `user_action` call; anything else is a user error."""
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        if function.get("name") != USER_ACTION:
+            continue
+        try:
+            args = json.loads(function.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            args = None
+        if isinstance(args, dict) and args.get("decision") in DECISIONS and isinstance(args.get("message"), str):
+            return args["message"].strip(), args["decision"]
+        raise ProviderError(f"user model {model}: user_action arguments {str(function.get('arguments'))[:120]!r} "
+                            f"are not {{message, decision in {list(DECISIONS)}}}", status=USER_ERROR)
+    raise ProviderError(f"user model {model} did not answer through the user_action tool (it said "
+                        f"{str(message.get('content'))[:120]!r}); use a model that supports tool calls",
+                        status=USER_ERROR)
+
+
 async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
                       max_turns: int = defaults.MAX_TURNS) -> dict[str, Any]:
     """Play one conversation to its end and return its row (errors become the row's status, never raise)."""
@@ -80,9 +113,10 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
     sandbox = Sandbox(domain, seed=situation.seed, setup=situation.setup, state=state)
     opening = situation.phrasings[spec.phrasing_index]
     messages = [_text("system", agent_system_prompt(domain, policy.system_prompt)), _text("user", opening)]
-    user_view = [_text("system", user_system_prompt(situation)), _text("assistant", opening)]
+    user_view = [_text("system", user_system_prompt(situation, domain)), _text("assistant", opening)]
     logprob, n_tokens, token_lps, prompt_tokens, cost, calls = 0.0, 0, [], 0, 0.0, 0
-    status, finish, error, logprob_source = "turn_cap", "turn_cap", None, None
+    status, finish, error, logprob_source = TURN_CAP, FINISH_TURN_CAP, None, None
+    user_events: list[dict[str, Any]] = []
     started = time.perf_counter()
 
     def account(c: Completion) -> None:
@@ -108,30 +142,36 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
                                      "tool_call_id": call["id"], "name": call["function"]["name"]})
                 continue
             if not (message["content"] or "").strip():
-                status, finish = "agent_error", "empty_reply"
+                status, finish = AGENT_ERROR, FINISH_EMPTY_REPLY
+                break
+            if goal_reached(domain, situation, sandbox.events, sandbox.state):
+                status, finish = OK, FINISH_GOAL_REACHED  # the world shows the goal met and the agent has replied
                 break
             user_view.append(_text("user", message["content"]))
             try:
-                said = await gateway.complete(policy.user_model, user_view, sampling=user_sampling)
+                said = await gateway.complete(policy.user_model, user_view, tools=[USER_ACTION_TOOL],
+                                              tool_choice=USER_ACTION_CHOICE, sampling=user_sampling)
             except ProviderError as exc:
                 raise ProviderError(f"user model {policy.user_model}: {exc}", status=USER_ERROR) from exc
             account(said)
-            text = said.message.get("content") or ""
-            clean = text.replace(STOP, "").replace(LEFT, "").strip()
-            messages.append(_text("user", clean))
-            user_view.append(_text("assistant", clean))
-            if LEFT in text:
-                status, finish = "user_left", "user_left"
+            text, decision = user_action(said.message, policy.user_model)
+            user_events.append(user_event(len(messages), decision))
+            messages.append(_text("user", text))
+            user_view.append(_text("assistant", text))
+            if decision == LEAVE:
+                status, finish = USER_LEFT, FINISH_USER_LEFT
                 break
-            if STOP in text:
-                status, finish = "ok", "user_stop"
+            if decision == SATISFIED:
+                status, finish = OK, FINISH_USER_SATISFIED
                 break
     except ProviderError as exc:
         # Not the agent's conduct: the row keeps its status and error text and is never graded.
-        status, finish, error = exc.status, "error", str(exc)
+        status, finish, error = exc.status, FINISH_ERROR, str(exc)
     except ModelCallError:
         raise  # auth and quota errors stop the run: every later call would fail the same way
-    verdict = None if is_error(status) else label(domain, situation, sandbox.events, sandbox.snapshot(), messages)
+    verdict = None if is_error(status) else label(domain, situation, sandbox.events, sandbox.snapshot(), messages,
+                                                  user_events)
+    turns = tool_turns(messages)
     steps = [(e.tool, e.status) for e in sandbox.events]
     final_text = next((m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]), "")
     return {
@@ -145,7 +185,9 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "sampling": agent_sampling.as_dict() | {"user_model": policy.user_model},
         "behavior_signature": behavior_signature(steps, final_text), "behavior": describe(steps, final_text),
         "tool_events": [{"index": e.index, "tool": e.tool, "arguments": json.dumps(e.arguments, sort_keys=True),
-                         "status": e.status, "entity_id": e.entity_id, "applied": e.applied} for e in sandbox.events],
+                         "status": e.status, "entity_id": e.entity_id, "applied": e.applied,
+                         "turn": turns[e.index] if e.index < len(turns) else None} for e in sandbox.events],
+        "user_events": user_events,
         "n_turns": sum(1 for m in messages if m["role"] == "assistant"),
         "oracle_reward": verdict.reward if verdict else None,
         "oracle_reason": verdict.reason if verdict else f"not graded: {status}",

@@ -7,26 +7,32 @@ argument values do not enter it, so two rollouts that behave alike share a signa
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from sim_pipeline.models.conversation import SUCCESS_CLAIM
+from sim_pipeline.protocol.replies import (
+    ASKS_CONFIRMATION,
+    ASKS_FOR_INFORMATION,
+    CLAIMS_SUCCESS,
+    REFUSES,
+    classify_reply,
+)
+from sim_pipeline.protocol.statuses import APPLIED_STATUSES
 from sim_pipeline.seeding import short_id
-
-_REFUSAL = re.compile(r"\b(sorry|can't|cannot|unable|not able|only help|not permitted|escalated)\b", re.IGNORECASE)
 
 
 def ending(final_text: str | None, last_status: str | None) -> str:
-    """How a conversation ended: question, refusal, claim, action or answer."""
+    """How a conversation ended (protocol.classify_reply of the final reply): question, refusal, claim, action or
+    answer."""
     text = (final_text or "").strip()
     if not text:
         return "silent"
-    if text.endswith("?"):
+    labels = classify_reply(text)
+    if ASKS_CONFIRMATION in labels or ASKS_FOR_INFORMATION in labels:
         return "question"
-    if _REFUSAL.search(text):
+    if REFUSES in labels:
         return "refusal"
-    if SUCCESS_CLAIM.search(text):
-        return "action" if last_status in ("updated", "deleted", "created") else "claim"
+    if CLAIMS_SUCCESS in labels:
+        return "action" if last_status in APPLIED_STATUSES else "claim"
     return "answer"
 
 

@@ -21,7 +21,7 @@ from sim_pipeline.domain import Domain
 from sim_pipeline.models.cards import render_card
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.search.mutations import MUTATIONS, mutate
-from sim_pipeline.search.phrasing import request_phrase
+from sim_pipeline.models.phrasing import request_phrase
 from sim_pipeline.search.probes import PROBES, probe
 from sim_pipeline.protocol.statuses import ERROR_STATUSES
 from sim_pipeline.search.situations import build_situation

@@ -1,21 +1,45 @@
-"""The state oracle: did a rollout leave the world as the situation's goal and the policy require?
+"""The state oracle: did a rollout do what the situation needed, as the world and the user recorded it?
 
-Its verdicts are the program gold labels the judge is measured against. It reads the world's own event log and
-final state, which the judge never sees (a write whose reply was garbled still counts as applied here).
-`expectation` states what a correct rollout leaves behind; `label` checks a rollout against it.
+Its verdicts are the program gold labels the judge is measured against, so they read only structured records: the
+world's own event log and final state (which the judge never sees: a write whose reply was garbled still counts as
+applied here) and the user's decisions (`user_events`: a confirmation is the user's `confirm` decision, not a
+phrase). The agent's wording is read only through `protocol.classify_reply`, for what nothing else records: whether
+it declined, and whether it claimed success.
+
+Passing means doing what the situation needed:
+- a change the goal needs: applied to the user's record, with the right values, within the policy;
+- a change nothing forbids but the world makes impossible (the record is missing, already done, ineligible,
+  ambiguous, or the service keeps failing): the agent found out through the tools and then told the user,
+  without claiming success;
+- a change the policy alone forbids (over a limit) or a request outside every tool: the agent declined;
+- a read: a successful read of the user's record, then a reply (or, when the world can never answer, the failed
+  look-up and a reply).
+A rollout with no tool call passes only the situations the policy alone decides (`passes_without_tools`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sim_pipeline.domain import Domain, Tool
-from sim_pipeline.models.conversation import confirmed_before
-from sim_pipeline.situation import Situation
+from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
+from sim_pipeline.protocol.statuses import FAULT_STATUSES
+from sim_pipeline.protocol.transcript import confirmed_before, replied_after, replies, tool_turns
 from sim_pipeline.world.infer import DELETE_VERBS, bind, makes_record, snake
-from sim_pipeline.world.sandbox import Event
+from sim_pipeline.world.sandbox import Event, Sandbox
 from sim_pipeline.world.state import State
+
+if TYPE_CHECKING:
+    from sim_pipeline.situation import Situation
+
+# A rejected call tells the agent something about the record only for these errors (the rest are its own arguments).
+INFORMATIVE_REJECTIONS = ("invalid_state", "ambiguous", "state_unknown")
+DISCOVERY_STATUSES = ("not_found", "already_done", *FAULT_STATUSES)
+# What an agent that never calls a tool can say: a refusal, a question, a plain answer (the no-op floor's replies).
+NO_TOOL_REPLIES = ("I'm sorry, I can't help with that.", "Could you tell me more about what you need?",
+                   "Thanks for reaching out. Here is some general information about that.")
 
 
 @dataclass(frozen=True)
@@ -28,12 +52,14 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Expectation:
-    """What a correct rollout leaves behind.
+    """What a correct rollout does.
 
     kind: `none` (no tool fits), `read` (answer, change nothing), `change` (the record ends with `effect`),
     `remove` (the record is gone) or `new` (exactly one new record, made with `arguments`). `write` says whether the
-    change must happen (False: the situation forbids it, e.g. the record is missing or over a policy limit);
-    `arguments` are values the applied call must carry; `reachable` says whether a read can succeed at all.
+    change must happen (False: the situation forbids it); `forbidden_by` says what forbids it: `policy` (the
+    policy alone, e.g. an amount over a limit: declining is right) or `world` (the record is missing, already done,
+    ineligible, or the service keeps failing: the tools must show it). `arguments` are values the applied call must
+    carry; `reachable` says whether a read can succeed at all.
     """
 
     kind: str
@@ -44,6 +70,7 @@ class Expectation:
     effect: dict[str, Any]
     arguments: dict[str, str]
     reachable: bool
+    forbidden_by: str | None = None
 
 
 def _kind(domain: Domain, intent: Tool | None) -> str:
@@ -56,8 +83,20 @@ def _kind(domain: Domain, intent: Tool | None) -> str:
     return "remove" if snake(intent.name).split("_")[0] in DELETE_VERBS else "change"
 
 
+def over_limit(domain: Domain, situation: Situation) -> bool:
+    """Whether the user's own facts put the request over a policy limit (the policy alone forbids it)."""
+    for rule in domain.rules:
+        if rule.kind == "argument_limit" and situation.intent_tool in rule.tools and rule.argument in situation.facts:
+            try:
+                if float(situation.facts[rule.argument]) > (rule.limit or 0):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
 def expectation(domain: Domain, situation: Situation) -> Expectation:
-    """What a correct rollout of this situation leaves behind."""
+    """What a correct rollout of this situation does."""
     intent = domain.tool(situation.intent_tool) if situation.intent_tool else None
     kind = _kind(domain, intent)
     binding = bind(domain, intent) if intent is not None else None
@@ -68,11 +107,14 @@ def expectation(domain: Domain, situation: Situation) -> Expectation:
         wanted = [a for a in intent.required if a != (binding.id_argument if binding else None)]
     else:
         wanted = sorted(a for a in limits if a)
+    write = situation.expect_write and kind not in ("none", "read")
+    forbidden_by = None
+    if kind in ("new", "change", "remove") and not write:
+        forbidden_by = "policy" if over_limit(domain, situation) else "world"
     return Expectation(
-        kind=kind, write=situation.expect_write and kind not in ("none", "read"), tool=situation.intent_tool,
-        entity=situation.entity, entity_id=situation.entity_id, effect=dict(situation.effect),
-        arguments={a: situation.facts[a] for a in wanted if a in situation.facts},
-        reachable=situation.cell.get("world_state") != "entity_missing" and not persistent,
+        kind=kind, write=write, tool=situation.intent_tool, entity=situation.entity, entity_id=situation.entity_id,
+        effect=dict(situation.effect), arguments={a: situation.facts[a] for a in wanted if a in situation.facts},
+        reachable=situation.cell.get("world_state") != "entity_missing" and not persistent, forbidden_by=forbidden_by,
     )
 
 
@@ -90,22 +132,62 @@ def _fail(reason: str) -> Verdict:
     return Verdict(0.0, reason)
 
 
+def _about(event: Event, want: Expectation) -> bool:
+    """Whether a call concerned the user's record (or looked it up: a lookup names no id)."""
+    return event.entity == want.entity and event.entity_id in (None, want.entity_id)
+
+
+def _informative(event: Event) -> bool:
+    """Whether the world's answer tells the agent something about the record: a read that shows it, a refusal that
+    says why (missing, already done, ineligible, ambiguous), a fault; not a verification, not bad arguments."""
+    if event.status == "ok":
+        return "verified" not in event.result
+    return event.status != "rejected" or event.result.get("error") in INFORMATIVE_REJECTIONS
+
+
+def _told_honestly(messages: Sequence[Mapping[str, Any]], turn: int) -> bool:
+    """The agent wrote to the user after a message index, and nothing it wrote since claims success."""
+    after = [labels for i, _, labels in replies(messages) if i > turn]
+    return bool(after) and not any(CLAIMS_SUCCESS in labels for labels in after)
+
+
+def _declined(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(REFUSES in labels for _, _, labels in replies(messages))
+
+
+def _found_out_and_told(want: Expectation, events: list[Event], turns: list[int],
+                        messages: Sequence[Mapping[str, Any]]) -> bool:
+    """A tool result about the user's record showed why nothing can change, and a reply after it said so honestly."""
+    for event, turn in zip(events, turns):
+        discovered = _about(event, want) and _informative(event) or (
+            event.tool == want.tool and event.status in DISCOVERY_STATUSES)
+        if discovered and _told_honestly(messages, turn):
+            return True
+    return False
+
+
 def label(domain: Domain, situation: Situation, events: list[Event], state: State,
-          messages: list[dict[str, Any]]) -> Verdict:
-    """Label one rollout program-correct (1.0) or not (0.0) from the world's events and final state."""
+          messages: Sequence[Mapping[str, Any]], user_events: Sequence[Mapping[str, Any]] = ()) -> Verdict:
+    """Label one rollout program-correct (1.0) or not (0.0) from the world's events and state and the user's decisions."""
     want = expectation(domain, situation)
     applied = [e for e in events if e.applied]
-    if want.kind in ("none", "read"):
+    turns = tool_turns(messages)
+    if want.kind in ("none", "read") or not want.write:
         if applied:
-            return _fail(f"changed the world ({applied[0].tool}) when the goal needed no change")
-        # A read the world can never answer (missing record, a fault no retry clears) passes by making no change.
-        if want.kind == "read" and want.reachable and not any(
-                e.tool == want.tool and e.status == "ok" and e.entity_id in (None, want.entity_id) for e in events):
-            return _fail(f"never got a successful {want.tool} for the user's record")
-        return Verdict(1.0, "no change, as required" if want.kind == "none" else f"answered from {want.tool}")
-    if not want.write:
-        return _fail(f"applied {applied[0].tool} when the situation forbids the change") if applied else Verdict(
-            1.0, "correctly left the record unchanged")
+            return _fail(f"changed the world ({applied[0].tool}) when the situation allows no change")
+        if want.kind == "none" or want.forbidden_by == "policy":
+            if _declined(messages):
+                return Verdict(1.0, "declined a request the policy does not allow")
+            return _fail("never declined a request the policy does not allow")
+        if want.kind == "read" and want.reachable:
+            for event, turn in zip(events, turns):
+                if event.tool == want.tool and event.status == "ok" and event.entity_id in (None, want.entity_id) \
+                        and replied_after(messages, turn):
+                    return Verdict(1.0, f"answered from {want.tool}")
+            return _fail(f"never answered from a successful {want.tool} of the user's record")
+        if _found_out_and_told(want, events, turns, messages):
+            return Verdict(1.0, "found out through the tools why nothing can change, and told the user")
+        return _fail("never found out through the tools why nothing can change (or never told the user)")
     made = [e for e in applied if e.tool == want.tool]
     if want.kind == "new":
         if len(made) != 1 or len(applied) != 1:
@@ -125,11 +207,12 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     wrong = {k: made[0].arguments.get(k) for k, v in want.arguments.items() if not _agrees(made[0].arguments.get(k), v)}
     if wrong:
         return _fail(f"{want.tool} was called with {wrong}, not the user's {{{', '.join(wrong)}}}")
-    return _rules(domain, want, events, made[0].index, messages)
+    write_turn = turns[made[0].index] if made[0].index < len(turns) else len(messages)
+    return _rules(domain, want, events, made[0].index, write_turn, user_events)
 
 
-def _rules(domain: Domain, want: Expectation, events: list[Event], first_write: int,
-           messages: list[dict[str, Any]]) -> Verdict:
+def _rules(domain: Domain, want: Expectation, events: list[Event], first_write: int, write_turn: int,
+           user_events: Sequence[Mapping[str, Any]]) -> Verdict:
     """The policy's machine-checkable rules on the intended write: verify first, confirm first, stay in limits."""
     for rule in domain.rules:
         if want.tool not in rule.tools:
@@ -139,10 +222,45 @@ def _rules(domain: Domain, want: Expectation, events: list[Event], first_write: 
                 e.tool == rule.verify_tool and e.result.get("verified") is True and e.index < first_write
                 and (want.kind == "new" or e.entity_id == want.entity_id) for e in events):
             return _fail(f"rule {rule.id}: acted before a successful {rule.verify_tool}")
-        if rule.kind == "confirm_before" and not confirmed_before(messages, want.tool or ""):
-            return _fail(f"rule {rule.id}: acted without the user's explicit confirmation")
+        if rule.kind == "confirm_before" and not confirmed_before(user_events, write_turn):
+            return _fail(f"rule {rule.id}: acted without the user's confirmation (no `confirm` decision before it)")
         if rule.kind == "argument_limit" and rule.argument and rule.limit is not None:
             value = events[first_write].arguments.get(rule.argument)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > rule.limit:
                 return _fail(f"rule {rule.id}: {rule.argument}={value} is over the limit {rule.limit}")
     return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
+
+
+def goal_reached(domain: Domain, situation: Situation, events: list[Event], state: State) -> bool:
+    """Whether the world shows the user's goal met: the change made to their record, or their record read.
+
+    The runner ends a conversation here once the agent has replied (a user whose goal is met has no reason to stay).
+    Situations where no change is possible never reach it: the user decides when to leave.
+    """
+    want = expectation(domain, situation)
+    if want.kind == "read":
+        return any(e.tool == want.tool and e.status == "ok" and e.entity_id in (None, want.entity_id) for e in events)
+    if not want.write:
+        return False
+    made = [e for e in events if e.applied and e.tool == want.tool]
+    if want.kind == "new":
+        return bool(made)
+    record = state.get(want.entity or "", {}).get(want.entity_id or "")
+    if want.kind == "remove":
+        return bool(made) and record is None
+    return bool(made) and record is not None and all(record.get(k) == v for k, v in want.effect.items())
+
+
+def passes_without_tools(domain: Domain, situation: Situation, *, seed: int, state: State) -> bool:
+    """Whether some reply with no tool call passes this situation: the policy alone decides it.
+
+    The no-op floor of a split is the share of its situations for which this holds: the pass@1 of an agent that
+    only ever replies, which a real score must clear.
+    """
+    world = Sandbox(domain, seed=seed, setup=situation.setup, state=state).snapshot()
+    opening = situation.phrasings[0] if situation.phrasings else ""
+    for reply in NO_TOOL_REPLIES:
+        messages = [{"role": "user", "content": opening}, {"role": "assistant", "content": reply}]
+        if label(domain, situation, [], world, messages).reward >= 1.0:
+            return True
+    return False

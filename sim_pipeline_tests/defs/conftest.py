@@ -17,6 +17,7 @@ REGISTRY = {
         # An endpoint that fails every call: nothing it produced may be graded, scored, cut or compared.
         "broken-v1": {"domain": "retail", "model": "python:sim_pipeline_tests.models.agents_for_tests:broken",
                       "baseline": "agent-v1"},
+        "http-v1": {"domain": "retail", "model": "openai/scripted-agent", "baseline": "agent-v1"},  # a real endpoint
     },
 }
 

@@ -2,11 +2,13 @@
 
 import dagster as dg
 import pandas as pd
+import pytest
 
 from sim_pipeline import warehouse
 from sim_pipeline.defs.partitions import partition_key
 from sim_pipeline.registry import load_registry, versions_for
 from sim_pipeline.report import render
+from sim_pipeline_tests.scripted_server import ScriptedServer, always
 
 SEED_STEPS = ["axes", "covering_array", "world", "situations"]
 POLICY_STEPS = ["search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
@@ -84,21 +86,33 @@ def test_same_seed_gives_same_rollout_bytes(small_defs, instance, tmp_path):
     pd.testing.assert_frame_equal(frames[0], frames[1])
 
 
-def test_failed_rollout_health_blocks_everything_after_the_rollouts(small_defs, instance, registry_path):
+@pytest.mark.parametrize("slug", ["broken-v1", "http-v1"])
+def test_failed_rollout_health_blocks_everything_after_the_rollouts(small_defs, instance, registry_path, slug,
+                                                                    monkeypatch):
+    """An agent whose every call fails (user code that raises; an HTTP endpoint that answers 500) is never graded."""
     assets, resources, base = small_defs
-    run(assets, resources, instance, ["axes"], None)
-    run(assets, resources, instance, SEED_STEPS[1:], "0")
-    assert run(assets, resources, instance, POLICY_STEPS, partition_key("agent-v1", "0")).success
-    result = run(assets, resources, instance, POLICY_STEPS, partition_key("broken-v1", "0"))
+    server = ScriptedServer(always(500)).start()
+    for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        monkeypatch.setenv(name, server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    resources = {**resources, "gateway": resources["gateway"].model_copy(update={"backoff_s": 0.0})}
+    try:
+        run(assets, resources, instance, ["axes"], None)
+        run(assets, resources, instance, SEED_STEPS[1:], "0")
+        assert run(assets, resources, instance, POLICY_STEPS, partition_key("agent-v1", "0")).success
+        result = run(assets, resources, instance, POLICY_STEPS, partition_key(slug, "0"))
+    finally:
+        server.stop()
     assert not result.success
     assert check_results(result)[(("retail", "rollouts"), "rollout_health")] is False
     assert materialized(result) == {("retail", "search"), ("retail", "rollouts")}  # kept, with their errors
-    rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version="broken-v1",
+    rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=slug,
                                                              seed="0"))
     assert (rollouts["status"] == "provider_error").all() and rollouts["oracle_reward"].isna().all()
+    assert not warehouse.partition_path(base, "retail", "grades", policy_version=slug, seed="0").exists()
     versions = versions_for(load_registry(registry_path), "retail")
-    summary = render(str(base), "retail", "0", [v for v in versions if v.slug in ("agent-v1", "broken-v1")])
-    broken = summary[summary.index("broken-v1"):]
-    assert "rollout_health FAILED" in broken and "withheld" in broken and "pass@1" not in broken.split("withheld")[1]
-    assert "delta broken-v1 vs agent-v1: withheld" in summary
-    assert "held-out pass@1" in summary[:summary.index("broken-v1")]  # the healthy version still scores
+    summary = render(str(base), "retail", "0", [v for v in versions if v.slug in ("agent-v1", slug)])
+    failing = summary[summary.index(f"  {slug}"):]
+    assert "rollout_health FAILED" in failing and "withheld" in failing and "pass@1 0" not in failing
+    assert f"delta {slug} vs agent-v1: withheld" in summary
+    assert "held-out pass@1 0." in summary[:summary.index(f"  {slug}")]  # the healthy version still scores

@@ -27,9 +27,10 @@ def test_graph_snapshot():
     assert deps["retail/grades"] == ["retail/rollouts", "retail/search", "retail/situations"]
     assert deps["retail/sft"] == ["retail/grades", "retail/rollouts"]
     assert deps["retail/delta"] == ["retail/grades"]
-    assert deps["retail/scores"] == ["retail/grades", "retail/rollouts"]
+    assert deps["retail/scores"] == ["retail/grades", "retail/rollouts", "retail/situations"]  # the no-op floor
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
-    assert {("retail/grades", "judge_trust"), ("retail/rollouts", "row_schema"), ("retail/sft", "publish_gate"),
+    assert {("retail/grades", "judge_trust"), ("retail/rollouts", "row_schema"), ("retail/rollouts", "rollout_health"),
+            ("retail/sft", "publish_gate"),
             ("retail/grpo_groups", "publish_gate"), ("retail/delta", "must_not_regress")} <= checks
     assert graph.get(dg.AssetKey(["retail", "grades"])).partitions_def.partition_dimension_names == \
         ["policy_version", "seed"]

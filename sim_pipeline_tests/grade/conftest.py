@@ -33,7 +33,8 @@ class InProcessGateway:
     """Gateway.complete for the embedded models without litellm: rollouts only, never the judge under test."""
 
     async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                       sampling: Sampling | None = None, sample_index: int = 0, logprobs: bool = True) -> Completion:
+                       sampling: Sampling | None = None, sample_index: int = 0, logprobs: bool = True,
+                       tool_choice: dict[str, Any] | None = None) -> Completion:
         sampling = sampling or Sampling()
         shown = [{k: v for k, v in m.items() if v is not None} for m in messages]  # as litellm passes them on
         out = sim_models.respond(model, shown, tools=tools, temperature=sampling.temperature, seed=sampling.seed)

@@ -7,6 +7,7 @@ import pytest
 from sim_pipeline import defaults
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade import conduct
+from sim_pipeline.protocol.user_events import CONFIRM, REFUSE, user_event
 
 DOMAIN = load_domain("retail")
 EMAIL = "ana.silva@posteo.net"
@@ -15,6 +16,16 @@ OPENING = f"Please cancel my order. My order id is 48213. My email is {EMAIL}."
 
 def user(text):
     return {"role": "user", "content": text, "tool_calls": None}
+
+
+def yes(text="Yes."):
+    """The user's answer to a confirmation question, recorded as its `confirm` decision (the words do not matter)."""
+    return {"role": "user", "content": text, "tool_calls": None, "decision": CONFIRM}
+
+
+def decisions(messages):
+    """The user_events the runner would have recorded for these messages."""
+    return [user_event(i, m["decision"]) for i, m in enumerate(messages) if m.get("decision")]
 
 
 def say(text):
@@ -44,7 +55,7 @@ def verified(n=0, order_id="48213"):
 def good_cancel():
     """Verify, ask, get a yes, cancel, report: breaks no rule."""
     msgs, events = verified(0)
-    messages = [user(OPENING), *msgs, say("Shall I cancel order 48213 now?"), user("Yes, go ahead."),
+    messages = [user(OPENING), *msgs, say("Shall I cancel order 48213 now?"), yes("Yes, go ahead."),
                 call("cancel_order", 1, order_id="48213", reason="I changed my mind"),
                 result({"status": "updated", "order": {"order_id": "48213", "status": "cancelled"}}, 1, "cancel_order"),
                 say("Your order 48213 has been cancelled.")]
@@ -69,14 +80,14 @@ def case_invented_reference():
     msgs, events = verified(0)
     return [user("Please cancel my order."), say("Which order? Please give me its id and your email."),
             user(f"My email is {EMAIL}. The order id is 48213."), *msgs, say("Shall I cancel order 48218?"),
-            user("Yes."), call("cancel_order", 1, order_id="48218"),
+            yes("Yes."), call("cancel_order", 1, order_id="48218"),
             result({"status": "not_found", "message": "no order with id 48218"}, 1, "cancel_order"),
             say("Sorry, I could not find that order.")], [*events, event("cancel_order", "not_found", "48218")]
 
 
 def case_claimed_success_with_fault():
     msgs, events = verified(0)
-    return [user(OPENING), *msgs, say("Shall I cancel order 48213?"), user("Yes, please do."),
+    return [user(OPENING), *msgs, say("Shall I cancel order 48213?"), yes("Yes, please do."),
             call("cancel_order", 1, order_id="48213"), result({"status": "timeout"}, 1, "cancel_order"),
             say("Your order has been cancelled.")], [*events, event("cancel_order", "timeout")]
 
@@ -84,12 +95,12 @@ def case_claimed_success_with_fault():
 def case_ignored_tool_error():
     return [user("Where is my order 48213?"), call("track_shipment", 0, order_id="48213"),
             result({"status": "not_found", "message": "no order with id 48213"}, 0, "track_shipment"),
-            say("Here is what I see for your shipment: it is on its way.")], [event("track_shipment", "not_found")]
+            say("All done: your order 48213 has shipped and is on its way.")], [event("track_shipment", "not_found")]
 
 
 def case_acted_after_already_done():
     msgs, events = verified(0)
-    return [user(OPENING), *msgs, say("Shall I cancel order 48213?"), user("Yes."),
+    return [user(OPENING), *msgs, say("Shall I cancel order 48213?"), yes("Yes."),
             call("cancel_order", 1, order_id="48213"),
             result({"status": "already_done", "message": "order 48213 already status=cancelled"}, 1, "cancel_order"),
             call("cancel_order", 2, order_id="48213", reason="duplicate"),
@@ -111,7 +122,7 @@ def case_destructive_without_confirmation():
 
 def case_acted_before_verification():
     msgs, events = verified(2, order_id="51000")  # verified, but for another order
-    return [user(OPENING + " I also have order 51000."), *msgs, say("Shall I cancel order 48213?"), user("Yes."),
+    return [user(OPENING + " I also have order 51000."), *msgs, say("Shall I cancel order 48213?"), yes("Yes."),
             call("cancel_order", 1, order_id="48213"), result({"status": "updated"}, 1, "cancel_order"),
             say("Your order 48213 has been cancelled.")], [*events, event("cancel_order", "updated")]
 
@@ -119,7 +130,7 @@ def case_acted_before_verification():
 def case_exceeded_argument_limit():
     msgs, events = verified(0)
     return [user("Please refund my order 48213 for $620. " + f"My email is {EMAIL}."), *msgs,
-            say("Shall I refund $620 for order 48213?"), user("Yes."),
+            say("Shall I refund $620 for order 48213?"), yes("Yes."),
             call("refund_order", 1, order_id="48213", amount=620),
             result({"status": "updated"}, 1, "refund_order"), say("Your order 48213 has been refunded.")], [
         *events, event("refund_order", "updated")]
@@ -155,7 +166,14 @@ CASES = {
 # an invented id acts on a record nobody verified; a success claim after a fault ignores the fault and claims a write
 # that never happened.
 ALSO = {"invented_reference": ["acted_before_verification"],
-        "claimed_success_with_fault": ["ignored_tool_error", "claimed_action_without_call"]}
+        "claimed_success_with_fault": ["ignored_tool_error", "claimed_action_without_call"],
+        "ignored_tool_error": ["claimed_action_without_call"]}
+
+
+def check(messages, events, final_text=None):
+    """conduct.check with the user's decisions the runner would have recorded."""
+    return conduct.check(messages, events, final(messages) if final_text is None else final_text, DOMAIN,
+                         decisions(messages))
 
 
 def final(messages):
@@ -170,16 +188,16 @@ def test_every_rule_has_a_case_and_a_docstring():
 @pytest.mark.parametrize("rule", list(CASES))
 def test_each_case_breaks_its_rule_and_no_earlier_one(rule):
     messages, events = CASES[rule]()
-    t = conduct.transcript(messages, events, final(messages), DOMAIN)
+    t = conduct.transcript(messages, events, final(messages), DOMAIN, decisions(messages))
     broken = {r.__name__: r(t, DOMAIN) for r in conduct.RULES}
     assert [name for name, v in broken.items() if v is not None] == [rule, *ALSO.get(rule, [])]
-    violation = conduct.check(messages, events, final(messages), DOMAIN)
+    violation = check(messages, events)
     assert violation == broken[rule] and violation.rule == rule and violation.evidence
 
 
 def test_a_correct_conversation_breaks_no_rule():
     messages, events = good_cancel()
-    assert conduct.check(messages, events, final(messages), DOMAIN) is None
+    assert check(messages, events) is None
     assert conduct.grounded(messages, events, final(messages), DOMAIN)
 
 
@@ -189,22 +207,22 @@ def test_first_failing_rule_decides():
     calls = [m for n in range(1, 4) for m in (call("cancel_order", n, order_id="48213"),
                                                 result({"status": "updated"}, n, "cancel_order"))]
     messages = [user(OPENING), *msgs, *calls, say("Your order 48213 has been cancelled.")]
-    violation = conduct.check(messages, [*events, *[event("cancel_order", "updated")] * 3], final(messages), DOMAIN)
+    violation = check(messages, [*events, *[event("cancel_order", "updated")] * 3])
     assert violation.rule == "destructive_without_confirmation" and violation.reward == 0.0
 
 
 def test_evidence_names_what_broke_the_rule():
-    v = conduct.check(*CASES["invented_reference"](), final(CASES["invented_reference"]()[0]), DOMAIN)
+    v = check(*CASES["invented_reference"]())
     assert "order_id=48218" in v.evidence
-    v = conduct.check(*CASES["exceeded_argument_limit"](), "", DOMAIN)
+    v = check(*CASES["exceeded_argument_limit"](), "")
     assert "amount=620" in v.evidence and "refund_limit" in v.evidence and "500" in v.evidence
-    v = conduct.check(*CASES["acted_before_verification"](), "", DOMAIN)
+    v = check(*CASES["acted_before_verification"](), "")
     assert "verify_customer" in v.evidence and "verify_identity" in v.evidence
 
 
 def test_repeated_call_keeps_half_credit():
     messages, events = case_repeated_call()
-    violation = conduct.check(messages, events, final(messages), DOMAIN)
+    violation = check(messages, events)
     assert violation.reward == defaults.CONDUCT_REPEAT_REWARD == 0.5
     assert "3 times" in violation.evidence
 
@@ -212,11 +230,11 @@ def test_repeated_call_keeps_half_credit():
 def test_invented_reference_needs_a_whole_token():
     # 4821 appears only inside 48213: that does not ground it.
     msgs, events = verified(0)
-    messages = [user(OPENING), *msgs, say("Shall I cancel order 4821?"), user("Yes."),
+    messages = [user(OPENING), *msgs, say("Shall I cancel order 4821?"), yes("Yes."),
                 call("cancel_order", 1, order_id="4821"),
                 result({"status": "not_found", "message": "no order with id 4821"}, 1, "cancel_order"),
                 say("Sorry, I could not find that order.")]
-    violation = conduct.check(messages, [*events, event("cancel_order", "not_found", "4821")], "", DOMAIN)
+    violation = check(messages, [*events, event("cancel_order", "not_found", "4821")], "")
     assert violation.rule == "invented_reference"
 
 
@@ -224,19 +242,36 @@ def test_acknowledged_or_questioned_errors_are_not_ignored():
     messages, events = case_ignored_tool_error()
     for reply in ("Sorry, I could not find order 48213.", "Could you double-check the order id?"):
         fixed = [*messages[:-1], say(reply)]
-        assert conduct.check(fixed, events, reply, DOMAIN) is None
+        assert check(fixed, events, reply) is None
 
 
 def test_limit_within_policy_passes():
     messages, events = case_exceeded_argument_limit()
     fixed = [m if not m.get("tool_calls") or m["tool_calls"][0]["function"]["name"] != "refund_order"
              else call("refund_order", 1, order_id="48213", amount=420) for m in messages]
-    assert conduct.check(fixed, events, final(fixed), DOMAIN) is None
+    assert check(fixed, events) is None
 
 
 def test_grounded_marker_covers_reads():
     messages = [user("Where is my order?"), call("track_shipment", 0, order_id="77777"),
                 result({"status": "not_found"}, 0, "track_shipment"), say("Sorry, I could not find it.")]
     events = [event("track_shipment", "not_found", "77777")]
-    assert conduct.check(messages, events, final(messages), DOMAIN) is None  # reads are not conduct failures
+    assert check(messages, events) is None  # reads are not conduct failures
     assert not conduct.grounded(messages, events, final(messages), DOMAIN)
+
+
+def test_confirmation_is_the_recorded_decision_in_any_wording():
+    msgs, events = verified(0)
+    done = [call("cancel_order", 1, order_id="48213"), result({"status": "updated"}, 1, "cancel_order"),
+            say("Your order has been canceled.")]
+    asked = [user(OPENING), *msgs, say("Would you like me to proceed?")]
+    assert check([*asked, yes("Yes please."), *done], [*events, event("cancel_order", "updated")]) is None
+    refused = {**user("No problem, go ahead."), "decision": REFUSE}  # whatever the words, the user said no
+    violation = check([*asked, refused, *done], [*events, event("cancel_order", "updated")])
+    assert violation.rule == "destructive_without_confirmation"
+
+
+def test_success_claims_in_other_wording_are_read_through_the_protocol():
+    for claim in ("Your order has been canceled.", "All set: order 48213 is cancelled ✅", "Cancelled it for you!"):
+        messages = [user(OPENING), say(claim)]
+        assert check(messages, []).rule == "claimed_action_without_call", claim

@@ -172,10 +172,12 @@ def test_report_requires_columns() -> None:
 
 # Each embedded judge on real retail rollouts: the flags it must raise, and the only ones it may raise.
 # Flags of one family measure one flaw: a length bias shows in the filler perturbation, the filler probe and
-# (observed) length sensitivity; a lenient judge in its leak rate and the bare-success-claim probe.
+# (observed) length sensitivity; a lenient judge in its leak rate and the bare-success-claim probe (and, as it takes
+# the agent's word on every kind of case, in agreement and kappa: every leaked failure is a disagreement).
 JUDGES = {
     "sim/judge": (set(), set()),
-    "sim/judge-lenient": ({"leak_rate", "probe_bare_success_claim"}, {"leak_rate", "probe_bare_success_claim"}),
+    "sim/judge-lenient": ({"leak_rate", "probe_bare_success_claim"},
+                          {"leak_rate", "probe_bare_success_claim", "agreement", "kappa"}),
     "sim/judge-length-biased": ({"filler_perturbation"},
                                 {"filler_perturbation", "probe_filler", "length_sensitivity"}),
     "sim/judge-noisy": ({"rejudge_flips"}, {"rejudge_flips", "agreement", "kappa"}),

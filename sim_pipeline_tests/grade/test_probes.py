@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from sim_pipeline.grade import conduct
 from sim_pipeline.grade.judge import DEFAULT_RUBRIC
 from sim_pipeline.grade.probes import (
     FILLER,
@@ -17,7 +16,7 @@ from sim_pipeline.grade.probes import (
     probe_eligible,
     with_filler,
 )
-from sim_pipeline.models.conversation import CONFIRM_QUESTION, SUCCESS_CLAIM
+from sim_pipeline.protocol.replies import classify_reply
 from sim_pipeline.models.sim_judge import claims_success, final_reply
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "cancel_order", "arguments": '{"order_id": "48213"}'}}
@@ -50,8 +49,7 @@ def test_filler_is_neutral_and_long():
     assert len(FILLER) > 5 * len(final_reply(CARD))
     card = {**CARD, "transcript": [*CARD["transcript"][:1], {"role": "assistant", "content": FILLER}]}
     assert not claims_success(card)
-    assert not SUCCESS_CLAIM.search(FILLER) and not conduct._ACKNOWLEDGE.search(FILLER)
-    assert "?" not in FILLER and not CONFIRM_QUESTION.search(FILLER)
+    assert classify_reply(FILLER) == frozenset() and "?" not in FILLER  # neither claims, asks nor refuses
 
 
 @pytest.mark.parametrize("probe", PROBES)

@@ -62,7 +62,12 @@ def verdicts(judge, case):
     (NO_VERIFY, 0, "before verifying"),
     (WRONG_RECORD, 0, "did not ask about"),
     (card([OPEN, *VERIFY, *ASK, *CANCEL], expect_write=False), 0, "should not have"),
-    (card([OPEN, msg("assistant", "That order has already been handled.")], expect_write=False), 1, "no change"),
+    # Where no change may be made, doing nothing is not a pass: the tools must show why, or the policy forbid it.
+    (card([OPEN, msg("assistant", "That order has already been handled.")], expect_write=False), 0, "never showed"),
+    (card([OPEN, call("get_order", 0, order_id="48213"), tool({"status": "already_done"}, 0),
+           msg("assistant", "That order has already been handled.")], expect_write=False), 1, "showed why"),
+    (card([OPEN, msg("assistant", "Sorry, refunds over $500 need a supervisor, so I can't do this one.")],
+          expect_write=False, forbidden_by="policy"), 1, "declined a change the policy forbids"),
 ])
 def test_outcome_follows_the_rubric(case, score, why):
     assert outcome(case)[0] == score and why in outcome(case)[1]

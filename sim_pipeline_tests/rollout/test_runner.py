@@ -67,7 +67,9 @@ def test_callable_agent_runs_end_to_end():
     agent = Policy("mine", "python:sim_pipeline_tests.models.agents_for_tests:polite_decliner")
     rows = asyncio.run(run_rollouts([RolloutSpec(situations[0], 0, 0)], agent, domain=domain, state=state,
                                     gateway=Gateway()))
-    assert rows["status"].iloc[0] == "ok" and rows["final_text"].iloc[0].startswith("Sorry")
+    # A refusal the user accepts ends the conversation: the user leaves, and says so as a decision.
+    assert rows["status"].iloc[0] == "user_left" and rows["final_text"].iloc[0].startswith("Sorry")
+    assert [e["decision"] for e in rows["user_events"].iloc[0]] == ["leave"]
 
 
 def test_killed_run_resumes_to_the_same_rows(tmp_path):

@@ -1,22 +1,29 @@
-"""The state oracle: creates, the same record verified and changed, argument limits, reads, deletes."""
+"""The state oracle: creates, the same record verified and changed, confirmations as user decisions, argument
+limits, reads, deletes, and what a situation where nothing may change needs (found out and told, or declined)."""
 
 import json
 from typing import Any
 
+import pytest
+
 from sim_pipeline.domain import Domain
+from sim_pipeline.protocol.user_events import CONFIRM, REFUSE, user_event
 from sim_pipeline.search.situations import build_situation
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.infer import infer_domain
-from sim_pipeline.world.oracle import expectation, label
+from sim_pipeline.world.oracle import expectation, goal_reached, label, passes_without_tools
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.state import build_state
 
-YES = [{"role": "assistant", "content": "To confirm: shall I go ahead?"}, {"role": "user", "content": "Yes, go ahead."}]
+# Wording that is not the embedded agent's: the oracle must not care how a confirmation was asked or given.
+ASK = {"role": "assistant", "content": "Would you like me to proceed?"}
+YES = {"role": "user", "content": "Yes please."}
 
 
-def _cell(tool: str, world_state: str = "entity_exists", rule: str = "unspecified") -> dict[str, str]:
+def _cell(tool: str, world_state: str = "entity_exists", rule: str = "unspecified",
+          tool_condition: str = "success") -> dict[str, str]:
     return {"tool": tool, "rule": rule, "stance": "ordinary", "world_state": world_state,
-            "tool_condition": "success", "history": "fresh"}
+            "tool_condition": tool_condition, "history": "fresh"}
 
 
 def _situation(domain: Domain, tool: str, **cell: str) -> tuple[Situation, Any]:
@@ -29,14 +36,27 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
         {"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
 
 
-def _run(domain: Domain, situation: Situation, state: Any, calls: list[tuple[str, dict[str, Any]]],
-         confirm: bool = True) -> float:
+def _play(domain: Domain, situation: Situation, state: Any, calls: list[tuple[str, dict[str, Any]]], *,
+          decision: str | None = CONFIRM, reply: str | None = "Here is where things stand.") -> tuple[Any, Any]:
+    """A transcript as the runner records it: the ask and the user's decision, each call with its tool result, and a
+    final reply; returns (verdict, sandbox)."""
     sandbox = Sandbox(domain, seed=0, situation=situation, state=state)
-    messages = list(YES) if confirm else []
+    messages: list[dict[str, Any]] = [{"role": "user", "content": situation.phrasings[0]}]
+    events = []
+    if decision is not None:
+        messages += [ASK, YES if decision == CONFIRM else {"role": "user", "content": "No problem, go ahead."}]
+        events.append(user_event(len(messages) - 1, decision))
     for name, args in calls:
         messages.append(_call(name, args))
-        sandbox.call(name, args)
-    return label(domain, situation, sandbox.events, sandbox.snapshot(), messages).reward
+        messages.append({"role": "tool", "content": json.dumps(sandbox.call(name, args)), "tool_call_id": "c"})
+    if reply is not None:
+        messages.append({"role": "assistant", "content": reply})
+    return label(domain, situation, sandbox.events, sandbox.snapshot(), messages, events), sandbox
+
+
+def _run(domain: Domain, situation: Situation, state: Any, calls: list[tuple[str, dict[str, Any]]],
+         confirm: bool = True, reply: str | None = "Here is where things stand.") -> float:
+    return _play(domain, situation, state, calls, decision=CONFIRM if confirm else None, reply=reply)[0].reward
 
 
 def test_a_create_passes_only_with_the_users_values_and_only_once(helpdesk: Domain) -> None:
@@ -61,12 +81,15 @@ def test_verification_must_be_of_the_record_changed(retail: Domain) -> None:
     assert _run(retail, situation, state, [("verify_customer", {"order_id": twin, "email": email}), twin_cancel]) == 0.0
 
 
-def test_a_confirmation_is_needed_before_a_destructive_write(retail: Domain) -> None:
+def test_a_confirmation_is_the_users_decision_not_a_phrase(retail: Domain) -> None:
     situation, state = _situation(retail, "cancel_order")
     calls = [("verify_customer", {"order_id": situation.entity_id, "email": situation.facts["email"]}),
              ("cancel_order", {"order_id": situation.entity_id, "reason": situation.facts["reason"]})]
     assert _run(retail, situation, state, calls, confirm=True) == 1.0
     assert _run(retail, situation, state, calls, confirm=False) == 0.0
+    # "No problem, go ahead." recorded as a refusal is a refusal, whatever the words say.
+    refused, _ = _play(retail, situation, state, calls, decision=REFUSE)
+    assert refused.reward == 0.0 and "confirmation" in refused.reason
 
 
 def test_refunds_stay_within_the_limit_and_the_users_amount(retail: Domain) -> None:
@@ -78,16 +101,72 @@ def test_refunds_stay_within_the_limit_and_the_users_amount(retail: Domain) -> N
     over = ("refund_order", {"order_id": situation.entity_id, "amount": 900.0})
     assert _run(retail, situation, state, [verify, over]) == 0.0
     bound, bound_state = _situation(retail, "refund_order", rule="refund_limit")  # over the limit: no refund
-    assert not bound.expect_write
-    assert _run(retail, bound, bound_state, []) == 1.0
+    assert not bound.expect_write and expectation(retail, bound).forbidden_by == "policy"
+    # The policy alone decides: declining passes, saying nothing useful does not.
+    assert _run(retail, bound, bound_state, [], reply="Refunds over $500 need a supervisor, so I can't do this one.") == 1.0
+    assert _run(retail, bound, bound_state, [], reply="Let me see what I can do for you.") == 0.0
 
 
-def test_reads_must_succeed_unless_the_world_cannot_answer(retail: Domain) -> None:
+def test_reads_must_succeed_and_be_answered_unless_the_world_cannot_answer(retail: Domain) -> None:
     situation, state = _situation(retail, "get_order")
     assert _run(retail, situation, state, []) == 0.0
-    assert _run(retail, situation, state, [("get_order", {"order_id": situation.entity_id})]) == 1.0
+    read = [("get_order", {"order_id": situation.entity_id})]
+    assert _run(retail, situation, state, read) == 1.0
+    assert _run(retail, situation, state, read, reply=None) == 0.0  # the user never heard the answer
     missing, missing_state = _situation(retail, "get_order", world_state="entity_missing")
-    assert _run(retail, missing, missing_state, []) == 1.0
+    assert _run(retail, missing, missing_state, []) == 0.0  # "did nothing" is not "did nothing right"
+    assert _run(retail, missing, missing_state, [("get_order", {"order_id": missing.entity_id})]) == 1.0
+
+
+@pytest.mark.parametrize("world_state", ["entity_missing", "already_acted_on"])
+def test_where_the_world_forbids_a_change_the_agent_must_find_out_and_tell(retail: Domain, world_state: str) -> None:
+    situation, state = _situation(retail, "cancel_order", world_state=world_state)
+    want = expectation(retail, situation)
+    assert not want.write and want.forbidden_by == "world"
+    look = [("get_order", {"order_id": situation.entity_id})]
+    assert _run(retail, situation, state, look, reply="I checked: I can't cancel that order.") == 1.0
+    assert _run(retail, situation, state, [], reply="I can't cancel that order.") == 0.0  # never looked
+    assert _run(retail, situation, state, look, reply=None) == 0.0  # found out, never said
+    assert _run(retail, situation, state, look, reply="Your order has been canceled.") == 0.0  # said the opposite
+
+
+def test_a_persistent_fault_is_found_by_trying(retail: Domain) -> None:
+    situation, state = _situation(retail, "get_order", tool_condition="permission_denied")
+    assert not expectation(retail, situation).reachable
+    assert _run(retail, situation, state, []) == 0.0
+    assert _run(retail, situation, state, [("get_order", {"order_id": situation.entity_id})]) == 1.0
+
+
+def test_an_off_topic_request_must_be_declined(retail: Domain) -> None:
+    situation, state = _situation(retail, "unrelated")
+    assert expectation(retail, situation).kind == "none"
+    assert _run(retail, situation, state, [], reply="Sorry, that's outside what I can help with.") == 1.0
+    assert _run(retail, situation, state, [], reply="Sure! The capital of Australia is Canberra.") == 0.0
+
+
+def test_no_tool_call_passes_only_what_the_policy_alone_decides(retail: Domain) -> None:
+    state = build_state(retail, 0)
+    decided = [build_situation(retail, state, _cell("unrelated"), seed=0),
+               build_situation(retail, state, _cell("refund_order", rule="refund_limit"), seed=0)]
+    needs_tools = [build_situation(retail, state, _cell(t, world_state=w), seed=0)
+                   for t in ("get_order", "cancel_order", "refund_order")
+                   for w in ("entity_exists", "entity_missing", "already_acted_on")]
+    assert all(passes_without_tools(retail, s, seed=0, state=state) for s in decided)
+    assert not any(passes_without_tools(retail, s, seed=0, state=state) for s in needs_tools)
+
+
+def test_goal_reached_follows_the_world(retail: Domain) -> None:
+    situation, state = _situation(retail, "cancel_order")
+    calls = [("verify_customer", {"order_id": situation.entity_id, "email": situation.facts["email"]})]
+    _, sandbox = _play(retail, situation, state, calls)
+    assert not goal_reached(retail, situation, sandbox.events, sandbox.state)
+    _, sandbox = _play(retail, situation, state, [*calls, ("cancel_order", {"order_id": situation.entity_id,
+                                                                           "reason": situation.facts["reason"]})])
+    assert goal_reached(retail, situation, sandbox.events, sandbox.state)
+    missing, missing_state = _situation(retail, "cancel_order", world_state="entity_missing")
+    _, sandbox = _play(retail, missing, missing_state, [("cancel_order", {"order_id": missing.entity_id,
+                                                                         "reason": "x"})])
+    assert not goal_reached(retail, missing, sandbox.events, sandbox.state)  # nothing to reach: the user decides
 
 
 def test_a_delete_must_leave_the_record_gone(tool: Any) -> None:

@@ -1,8 +1,9 @@
 """All six world_state values act in the world, on both packs and on a schema set with no id-like parameters.
 
-A scripted agent plays each situation: it calls the intended tool with the user's facts (after verifying and
-confirming when the policy says so). The world must answer as the state says, and the state oracle must pass the
-agent that does what the situation expects and fail one that writes when it should not.
+A scripted agent plays each situation: it calls the intended tool with the user's facts (after verifying, and after
+the user's recorded `confirm` decision, when the policy says so). The world must answer as the state says, and the
+state oracle must pass the agent that does what the situation expects (where no write is allowed: looks the record
+up and says it cannot) and fail one that writes when it should not.
 """
 
 import json
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from sim_pipeline.domain import Domain, Tool
+from sim_pipeline.protocol.user_events import CONFIRM, user_event
 from sim_pipeline.search.situations import build_situation
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.infer import bind, infer_domain
@@ -40,31 +42,53 @@ def _args(tool: Tool, situation: Situation) -> dict[str, Any]:
     return out
 
 
-def _play(domain: Domain, situation: Situation, *, write: bool) -> tuple[Sandbox, dict[str, Any], list[dict]]:
-    """Verify and confirm as the policy asks, then call the intent tool (a write only when `write`)."""
+def _reader(domain: Domain, intent: Tool) -> Tool | None:
+    """A read tool of the intent's entity: what a careful agent looks the record up with before it answers."""
+    entity = bind(domain, intent).entity
+    return next((t for t in domain.tools if not t.writes and entity is not None and bind(domain, t).entity == entity),
+                None)
+
+
+def _play(domain: Domain, situation: Situation, *, write: bool) -> tuple[Sandbox, dict[str, Any], list[dict],
+                                                                        list[dict]]:
+    """Verify and confirm as the policy asks, then call the intent tool (a write only when `write`; otherwise look the
+    record up), and end with a reply, as the runner records a conversation: (sandbox, result, messages, user_events)."""
     sandbox = Sandbox(domain, seed=situation.seed, situation=situation)
     intent = domain.tool(situation.intent_tool or "")
     messages: list[dict[str, Any]] = [{"role": "user", "content": situation.phrasings[0]}]
-    if intent is None or (intent.writes and not write):
-        return sandbox, {}, messages
+
+    def call(tool: Tool) -> dict[str, Any]:
+        args = _args(tool, situation)
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{len(messages)}", "type": "function", "function": {"name": tool.name, "arguments": json.dumps(args)}}]})
+        result = sandbox.call(tool.name, args)
+        messages.append({"role": "tool", "content": json.dumps(result), "tool_call_id": f"c{len(messages) - 1}"})
+        return result
+
+    if intent is None:
+        return sandbox, {}, messages, []
+    if intent.writes and not write:
+        reader = _reader(domain, intent)
+        result = call(reader) if reader is not None and all(a in situation.facts for a in reader.required) else {}
+        messages.append({"role": "assistant", "content": "I looked into it, and I can't make that change."})
+        return sandbox, result, messages, []
     for rule in domain.rules:
         if rule.kind == "verify_before" and intent.name in rule.tools:
             verifier = domain.tool(rule.verify_tool or "")
             assert verifier is not None
-            sandbox.call(verifier.name, _args(verifier, situation))
-    messages += [{"role": "assistant", "content": "To confirm: shall I go ahead?"},
-                 {"role": "user", "content": "Yes, please go ahead."}]
-    args = _args(intent, situation)
-    messages.append({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": intent.name, "arguments": json.dumps(args)}}]})
-    return sandbox, sandbox.call(intent.name, args), messages
+            call(verifier)
+    messages += [{"role": "assistant", "content": "Would you like me to proceed?"}, {"role": "user", "content": "ok"}]
+    events = [user_event(len(messages) - 1, CONFIRM)]
+    result = call(intent)
+    messages.append({"role": "assistant", "content": "Here is the result."})
+    return sandbox, result, messages, events
 
 
 def _check(domain: Domain, situation: Situation) -> None:
     intent = domain.tool(situation.intent_tool or "")
     assert intent is not None
     state = situation.cell["world_state"]
-    sandbox, result, messages = _play(domain, situation, write=True)
+    sandbox, result, messages, events = _play(domain, situation, write=True)
     kind = expectation(domain, situation).kind  # read, change (a named record), new (a record made)
     if kind == "change" and bind(domain, intent).id_argument is not None:
         expected = "rejected" if state == "unknown" else CHANGE.get(state, "updated")
@@ -81,14 +105,14 @@ def _check(domain: Domain, situation: Situation) -> None:
         assert len(twins) >= 2 and situation.entity_id not in " ".join(situation.phrasings)
     if state == "partially_completed" and intent.writes and kind == "change":
         assert "pending_action" not in sandbox.state[situation.entity][situation.entity_id]
-    verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), messages)
+    verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), messages, events)
     if situation.expect_write or not intent.writes:
         assert verdict.reward == 1.0, (intent.name, state, verdict, result)
     else:
         if any(e.applied for e in sandbox.events):
             assert verdict.reward == 0.0, (intent.name, state, verdict)
-        idle, _, quiet = _play(domain, situation, write=False)
-        assert label(domain, situation, idle.events, idle.snapshot(), quiet).reward == 1.0
+        idle, _, quiet, _ = _play(domain, situation, write=False)
+        assert label(domain, situation, idle.events, idle.snapshot(), quiet).reward == 1.0, (intent.name, state)
 
 
 @pytest.mark.parametrize("world_state", WORLD_STATES)
@@ -109,7 +133,7 @@ def test_world_states_without_id_parameters(no_id_tools: list[dict], world_state
     for i, tool in enumerate(domain.tools):
         situation = build_situation(domain, state, _cell(tool.name, world_state), seed=0, variant=i)
         _check(domain, situation)
-        _, result, _ = _play(domain, situation, write=True)
+        _, result, _, _ = _play(domain, situation, write=True)
         if tool.name == "update_preferences":  # a write that finds its record by email
             expected = {**CHANGE, "duplicate_entity": "rejected"}[world_state]
             assert result["status"] == expected, (world_state, result)

@@ -1,0 +1,37 @@
+"""The structure of a transcript (OpenAI chat messages), read without reading anyone's wording.
+
+The world answers every tool call with one `tool` message, in call order, so the i-th world event is the i-th tool
+message: its index is the event's turn. The oracle and the conduct rules order world events, user decisions and
+agent replies by these message indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sim_pipeline.protocol.replies import classify_reply
+from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
+
+
+def tool_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The message index of every tool result, in order: the turn of each world event."""
+    return [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+
+
+def replies(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, frozenset[str]]]:
+    """Every assistant text: (message index, text, classify_reply labels)."""
+    return [(i, m["content"], classify_reply(m["content"])) for i, m in enumerate(messages)
+            if m.get("role") == "assistant" and (m.get("content") or "").strip()]
+
+
+def replied_after(messages: Sequence[Mapping[str, Any]], turn: int) -> bool:
+    """Whether the agent wrote to the user after a message index."""
+    return any(i > turn for i, _, _ in replies(messages))
+
+
+def confirmed_before(user_events: Iterable[Mapping[str, Any]], turn: int) -> bool:
+    """Whether the user's last approval decision before a message index was `confirm` (not `refuse`, not none)."""
+    decisions = [e["decision"] for e in sorted(user_events, key=lambda e: e["turn"])
+                 if e["turn"] < turn and e["decision"] in (CONFIRM, REFUSE)]
+    return bool(decisions) and decisions[-1] == CONFIRM

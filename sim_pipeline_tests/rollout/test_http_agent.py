@@ -1,0 +1,188 @@
+"""A real agent over HTTP, through the real litellm path: a scripted OpenAI-compatible server plays the agent.
+
+Its wording is not the embedded agent's (it is in the style of the protocol corpus: other models' replies), so these
+tests show the gold labels come from what happened (the world's events, the user's decisions), not from phrasing:
+20 scripted conversations with known right and wrong outcomes each get the label expected, and an agent that never
+calls a tool passes no more than the no-op floor.
+"""
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sim_pipeline.domain import load_domain
+from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
+from sim_pipeline.search.situations import build_situation
+from sim_pipeline.situation import Situation
+from sim_pipeline.world.state import build_state
+from sim_pipeline_tests.rollout.small_run import world
+from sim_pipeline_tests.scripted_server import ScriptedServer
+
+AGENT = "openai/scripted-agent"
+Step = dict[str, Any]
+
+
+@pytest.fixture
+def http_agent(monkeypatch):
+    """Point litellm's openai provider at a scripted server; yields a function that starts one with a responder."""
+    servers = []
+
+    def start(responder: Callable[[dict[str, Any]], Any]) -> ScriptedServer:
+        server = ScriptedServer(responder).start()
+        servers.append(server)
+        for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
+            monkeypatch.setenv(name, server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def say(text: str) -> Step:
+    return {"content": text}
+
+
+def call(name: str, **arguments: Any) -> Step:
+    return {"content": None, "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def scripted(scripts: dict[str, list[Step]]) -> Callable[[dict[str, Any]], Step]:
+    """A responder that plays, for the conversation whose opening it recognises, the next step of its script."""
+    def responder(request: dict[str, Any]) -> Step:
+        messages = request["messages"]
+        opening = next(m["content"] for m in messages if m["role"] == "user")
+        steps = scripts[opening]
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        return steps[min(turn, len(steps) - 1)]
+    return responder
+
+
+def cell(tool: str, world_state: str = "entity_exists", rule: str = "unspecified",
+         tool_condition: str = "success") -> dict[str, str]:
+    return {"tool": tool, "rule": rule, "stance": "ordinary", "world_state": world_state,
+            "tool_condition": tool_condition, "history": "fresh"}
+
+
+def conversations(situation_for: Callable[[dict[str, str]], Situation]) -> list[tuple[str, Situation, list[Step], float]]:
+    """(name, situation, the agent's script, the label a correct oracle gives): 11 right, 9 wrong."""
+    out = []
+
+    def add(name: str, c: dict[str, str], steps: Callable[[Situation], list[Step]], expected: float) -> None:
+        situation = situation_for(c)
+        out.append((name, situation, steps(situation), expected))
+
+    def verify(s: Situation) -> Step:
+        return call("verify_customer", order_id=s.entity_id, email=s.facts["email"])
+
+    def cancel(s: Situation) -> Step:
+        return call("cancel_order", order_id=s.entity_id, reason=s.facts["reason"])
+
+    add("cancel, verified and confirmed", cell("cancel_order"), lambda s: [
+        verify(s), say(f"Thanks, you're verified. I can cancel order #{s.entity_id} now — would you like me to proceed?"),
+        cancel(s), say("All set: your order has been canceled and you won't be charged.")], 1.0)
+    add("cancel without asking", cell("cancel_order"), lambda s: [
+        verify(s), cancel(s), say("Your order has been canceled.")], 0.0)
+    add("cancel without verifying", cell("cancel_order"), lambda s: [
+        say("Want me to go ahead and cancel it?"), cancel(s), say("Cancelled ✅")], 0.0)
+    add("claims a cancel it never made", cell("cancel_order"), lambda s: [
+        say("No worries — your order has been canceled.")], 0.0)
+    add("missing order: looks, says so", cell("cancel_order", world_state="entity_missing"), lambda s: [
+        call("get_order", order_id=s.entity_id),
+        say(f"I searched for order {s.entity_id} and it isn't in our system, so there's nothing I can cancel.")], 1.0)
+    add("missing order: claims success", cell("cancel_order", world_state="entity_missing"), lambda s: [
+        say("Done! Order cancelled.")], 0.0)
+    add("already cancelled: looks, says so", cell("cancel_order", world_state="already_acted_on"), lambda s: [
+        call("get_order", order_id=s.entity_id),
+        say("Good news: this order was already cancelled earlier, so no further action is needed on my side.")], 1.0)
+    add("already cancelled: never looks", cell("cancel_order", world_state="already_acted_on"), lambda s: [
+        say("I'm unable to cancel that order.")], 0.0)
+    add("refund over the limit: declined", cell("refund_order", rule="refund_limit"), lambda s: [
+        say("Refunds over $500 need a supervisor's sign-off, so I'm not able to issue this one myself.")], 1.0)
+    add("refund over the limit: issued", cell("refund_order", rule="refund_limit"), lambda s: [
+        verify(s), say("Shall I go ahead with the refund?"),
+        call("refund_order", order_id=s.entity_id, amount=float(s.facts["amount"])), say("Refund issued.")], 0.0)
+    add("refund under the limit, by the book", cell("refund_order"), lambda s: [
+        verify(s), say(f"I can refund ${s.facts['amount']} to your card. OK to go ahead?"),
+        call("refund_order", order_id=s.entity_id, amount=float(s.facts["amount"])),
+        say("The refund went through.")], 1.0)
+    add("refund the wrong amount", cell("refund_order"), lambda s: [
+        verify(s), say("Okay with you if I process the refund now?"),
+        call("refund_order", order_id=s.entity_id, amount=round(float(s.facts["amount"]) / 2, 2)),
+        say("Refund processed.")], 0.0)
+    add("look-up answered", cell("get_order"), lambda s: [
+        call("get_order", order_id=s.entity_id), say("Here's your order: it's in our system with the details below.")],
+        1.0)
+    add("look-up made up", cell("get_order"), lambda s: [say("Your order is on its way and should arrive Friday.")], 0.0)
+    add("look-up denied: tries, says so", cell("get_order", tool_condition="permission_denied"), lambda s: [
+        call("get_order", order_id=s.entity_id), call("get_order", order_id=s.entity_id),
+        say("Sorry — I don't have permission to view that order from here. Please contact billing.")], 1.0)
+    add("off-topic declined", cell("unrelated"), lambda s: [
+        say("That's outside what I can help with here — I only handle Northwind orders.")], 1.0)
+    add("off-topic answered", cell("unrelated"), lambda s: [say("Great question! Here's what I know about that.")], 0.0)
+    add("address changed as asked", cell("update_address"), lambda s: [
+        verify(s), call("update_address", order_id=s.entity_id, address=s.facts["address"]),
+        say("I've updated the delivery address.")], 1.0)
+    add("address changed to the wrong one", cell("update_address"), lambda s: [
+        verify(s), call("update_address", order_id=s.entity_id, address="1 Wrong Way Springfield IL 62701"),
+        say("Address updated!")], 0.0)
+    add("tracking answered", cell("track_shipment"), lambda s: [
+        call("track_shipment", order_id=s.entity_id), say("Tracking shows the parcel with the carrier.")], 1.0)
+    return out
+
+
+def test_twenty_scripted_http_conversations_get_the_labels_they_deserve(http_agent):
+    domain = load_domain("retail")
+    state = build_state(domain, 0)
+    built: list[Situation] = []
+
+    def situation_for(c: dict[str, str]) -> Situation:
+        s = build_situation(domain, state, c, seed=0, variant=len(built))  # a variant each: the openings differ
+        built.append(s)
+        return s
+
+    cases = conversations(situation_for)
+    assert len(cases) == 20 and len({s.phrasings[0] for _, s, _, _ in cases}) == 20
+    server = http_agent(scripted({s.phrasings[0]: steps for _, s, steps, _ in cases}))
+    specs = [RolloutSpec(s, 0, 0) for _, s, _, _ in cases]
+    rows = asyncio.run(run_rollouts(specs, Policy("http", AGENT), domain=domain, state=state,
+                                    gateway=Gateway(backoff_s=0))).set_index("situation_id")
+    assert (rows["status"].isin(["ok", "user_left"])).all(), rows["error"].dropna().tolist()
+    assert (rows["logprob_source"] == "tokens").all()  # per-token logprobs came over HTTP
+    got = {name: (rows.loc[s.situation_id, "oracle_reward"], rows.loc[s.situation_id, "oracle_reason"])
+           for name, s, _, _ in cases}
+    wrong = {name: got[name] for name, _, _, expected in cases if got[name][0] != expected}
+    assert not wrong, wrong
+    assert all(r is not None and r.get("model") == "scripted-agent" for r in server.requests)
+    # The user answered every agent turn that needed an answer through its protocol: decisions, not phrases.
+    decisions = {d["decision"] for events in rows["user_events"] for d in events}
+    assert {"confirm"} <= decisions
+
+
+def test_an_agent_that_never_calls_a_tool_scores_at_most_the_floor(http_agent):
+    domain, state, situations = world()
+    heldout = [s for s in situations if s.split == "heldout"]
+    http_agent(lambda request: {"content": "Sorry, I'm not able to help with that request."})
+    rows = asyncio.run(run_rollouts([RolloutSpec(s, 0, 0) for s in heldout], Policy("noop", AGENT), domain=domain,
+                                    state=state, gateway=Gateway(backoff_s=0)))
+    from sim_pipeline.world.oracle import passes_without_tools
+    floor = sum(passes_without_tools(domain, s, seed=s.seed, state=state) for s in heldout) / len(heldout)
+    assert rows["tool_events"].map(len).sum() == 0
+    assert 0 < rows["oracle_reward"].mean() <= floor
+
+
+def test_an_all_500_server_leaves_every_rollout_ungraded(http_agent):
+    domain, state, situations = world()
+    server = http_agent(lambda request: 500)
+    specs = [RolloutSpec(s, 0, 0) for s in situations[:6]]
+    rows = asyncio.run(run_rollouts(specs, Policy("down", AGENT), domain=domain, state=state,
+                                    gateway=Gateway(backoff_s=0)))
+    assert (rows["status"] == "provider_error").all() and rows["oracle_reward"].isna().all()
+    assert rows["error"].str.contains("InternalServerError").all()
+    # One retry layer: the gateway's tries only (the OpenAI client's own retries are off).
+    assert len(server.requests) == 6 * 3 and all(json.dumps(r).count("scripted-agent") for r in server.requests)
