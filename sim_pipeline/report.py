@@ -79,7 +79,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
     if cov:
         lines.append(f"  coverage      {cov['pairs_covered']}/{cov['pairs_planned']} planned axis-value pairs rolled "
                      f"out ({cov['fraction']:.1%}; training-data coverage)")
-    lines.append("  (held-out pass@1 over graded rollouts, 95% bootstrap over tasks; no-op floor: the pass@1 of an agent "
+    lines.append("  (pass@1: graded held-out rollouts, 95% bootstrap over tasks; no-op floor: pass@1 of an agent "
                  "that never calls a tool)")
     summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
     for v in versions:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from sim_pipeline.domain import load_domain
@@ -18,6 +19,7 @@ from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
 from sim_pipeline.search.situations import build_situation
 from sim_pipeline.situation import Situation
+from sim_pipeline.world.oracle import passes_without_tools
 from sim_pipeline.world.state import build_state
 from sim_pipeline_tests.rollout.small_run import world
 from sim_pipeline_tests.scripted_server import ScriptedServer
@@ -170,7 +172,6 @@ def test_an_agent_that_never_calls_a_tool_scores_at_most_the_floor(http_agent):
     http_agent(lambda request: {"content": "Sorry, I'm not able to help with that request."})
     rows = asyncio.run(run_rollouts([RolloutSpec(s, 0, 0) for s in heldout], Policy("noop", AGENT), domain=domain,
                                     state=state, gateway=Gateway(backoff_s=0)))
-    from sim_pipeline.world.oracle import passes_without_tools
     floor = sum(passes_without_tools(domain, s, seed=s.seed, state=state) for s in heldout) / len(heldout)
     assert rows["tool_events"].map(len).sum() == 0
     assert 0 < rows["oracle_reward"].mean() <= floor
@@ -186,3 +187,42 @@ def test_an_all_500_server_leaves_every_rollout_ungraded(http_agent):
     assert rows["error"].str.contains("InternalServerError").all()
     # One retry layer: the gateway's tries only (the OpenAI client's own retries are off).
     assert len(server.requests) == 6 * 3 and all(json.dumps(r).count("scripted-agent") for r in server.requests)
+
+
+def test_any_litellm_model_can_play_the_user_through_user_action(http_agent):
+    """An HTTP user model gets the situation card and the user_action tool, and its decisions drive the run."""
+    domain, state, situations = world()
+    situation = next(s for s in situations if s.intent_tool == "get_order" and s.cell["world_state"] == "entity_exists")
+
+    def responder(request: dict[str, Any]) -> Step:
+        if request.get("tools", [{}])[0].get("function", {}).get("name") == "user_action":
+            assert request["tool_choice"] == {"type": "function", "function": {"name": "user_action"}}
+            return {"content": None, "tool_calls": [{"name": "user_action", "arguments": {
+                "message": "ok whatever, bye", "decision": "leave"}}]}
+        return say("Sure thing — which order do you mean")  # never looks anything up
+    server = http_agent(responder)
+    rows = asyncio.run(run_rollouts([RolloutSpec(situation, 0, 0)],
+                                    Policy("http", AGENT, user_model="openai/scripted-user"), domain=domain,
+                                    state=state, gateway=Gateway(backoff_s=0)))
+    row = rows.iloc[0]
+    assert row["status"] == "user_left" and [e["decision"] for e in row["user_events"]] == ["leave"]
+    assert row["oracle_reward"] == 0.0  # the user left without its answer
+    user_request = next(r for r in server.requests if r.get("tools", [{}])[0]["function"]["name"] == "user_action")
+    prompt = user_request["messages"][0]["content"]
+    assert situation.goal in prompt and '"patience"' in prompt and situation.facts["order_id"] in prompt
+
+
+def test_a_user_model_that_ignores_the_protocol_is_a_user_error(http_agent):
+    domain, state, situations = world()
+    situation = next(s for s in situations if s.intent_tool == "get_order")
+
+    def responder(request: dict[str, Any]) -> Step:
+        if request.get("tools", [{}])[0].get("function", {}).get("name") == "user_action":
+            return say("I'm leaving. ###STOP###")  # plain text: no decision can be read from it
+        return say("Which order do you mean?")
+    http_agent(responder)
+    rows = asyncio.run(run_rollouts([RolloutSpec(situation, 0, 0)],
+                                    Policy("http", AGENT, user_model="openai/scripted-user"), domain=domain,
+                                    state=state, gateway=Gateway(backoff_s=0)))
+    assert rows["status"].iloc[0] == "user_error" and pd.isna(rows["oracle_reward"].iloc[0])
+    assert "user_action" in rows["error"].iloc[0]
