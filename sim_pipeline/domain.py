@@ -18,6 +18,7 @@ from sim_pipeline.errors import DomainPackError
 _HERE = Path(__file__).parent
 DOMAINS_DIR = _HERE.parent / "data" / "domains"
 _RULE_LINE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[a-z][a-z0-9_]*)\*\*\s*:\s*(?P<text>.+)$")
+_RULE_LIKE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[^*]+)\*\*\s*:")  # a rule line, whatever its id looks like
 CREATE_VERBS = ("create", "open", "add", "new", "place", "submit", "file", "register", "book")
 UPDATE_VERBS = ("update", "change", "edit", "set", "modify", "rename", "move", "assign", "unlock", "enable",
                 "activate", "restore")
@@ -184,7 +185,14 @@ def _load_tool(path: Path) -> Tool:
 def _parse_policy(path: Path) -> tuple[str, list[tuple[str, str]]]:
     text = path.read_text()
     rules, current = [], None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
+        like = _RULE_LIKE.match(line)
+        if like and not _RULE_LINE.match(line):
+            # Read as plain text, this rule would never reach the rule axis: refuse it instead of dropping it.
+            fixed = re.sub(r"[^a-z0-9_]+", "_", like["id"].strip().lower()).strip("_") or "rule_id"
+            fixed = fixed if fixed[0].isalpha() else "rule_" + fixed  # an id starts with a letter
+            raise _fail(path, f"line {number}", f"rule id '{like['id']}' is not lower_snake_case",
+                        f"write it as '**{fixed}**' (a lowercase letter, then lowercase letters, digits or _)")
         match = _RULE_LINE.match(line)
         if match:
             current = [match["id"], match["text"].strip()]
@@ -219,6 +227,50 @@ def _check_references(path: Path, spec: dict[str, Any], tool_names: set[str], ru
         absent = [k for k in needed if k not in rule]
         if absent:
             raise _fail(path, f"field 'rules/{rule_id}'", f"kind {rule['kind']} needs {absent}", f"add {absent}")
+
+
+def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[Tool, ...],
+                     entities: tuple[Entity, ...]) -> None:
+    """Refuse what the loader used to accept silently: every such pack ran, and its numbers meant nothing."""
+    if name != path.parent.name:
+        raise _fail(path, "field 'name'", f"'{name}' differs from the pack's folder '{path.parent.name}'",
+                    f"set name: {path.parent.name} (or rename the folder to {name})")
+    by_name = {t.name: t for t in tools}
+    taken = {a for t in tools for a in t.parameters.get("properties", {})}
+    for ent in entities:
+        if ent.id_argument not in taken and not (ent.lookup_by and ent.lookup_by in taken):
+            raise _fail(path, f"field 'entities/{ent.name}/id_argument'",
+                        f"no tool takes '{ent.id_argument}' (or looks {ent.name} up by its lookup field)",
+                        f"use an argument one of the tools declares, e.g. one of {sorted(taken)[:8]}")
+    probe = Domain(name, "", "", path.parent, tools, (), entities, {}, {}, (), (), "")
+    for tool_name, action in spec.get("actions", {}).items():
+        tool = by_name[tool_name]
+        entity = probe.entity_for(tool)
+        fields = {f.name for f in entity.fields} if entity else set()
+        # A requirement on a field the world never draws can never be met (`sets` may add a field: a write can).
+        unknown = sorted(set(action.get("requires", {})) - fields)
+        if unknown:
+            raise _fail(path, f"field 'actions/{tool_name}/requires'",
+                        f"{unknown} {'are' if len(unknown) > 1 else 'is'} not a field of "
+                        f"{entity.name if entity else 'any entity this tool acts on'}, so the action could never run",
+                        f"require fields of the entity ({sorted(fields)})" if entity else
+                        "declare the entity whose id or lookup field the tool takes")
+        arguments = tool.parameters.get("properties", {})
+        for field, value in action.get("sets", {}).items():
+            if isinstance(value, str) and value.startswith("$") and value[1:] not in arguments:
+                raise _fail(path, f"field 'actions/{tool_name}/sets/{field}'", f"'{value}' names no argument of "
+                            f"{tool_name}", f"use $ and one of {sorted(arguments)}")
+    for rule_id, rule in spec.get("rules", {}).items():
+        if rule["kind"] == "argument_limit":
+            arguments = by_name[rule["tool"]].parameters.get("properties", {})
+            if rule["argument"] not in arguments:
+                raise _fail(path, f"field 'rules/{rule_id}/argument'", f"{rule['tool']} has no argument "
+                            f"'{rule['argument']}'", f"limit one of {sorted(arguments)}")
+        if rule["kind"] == "verify_before" and re.split(r"[_\-]|(?<=[a-z])(?=[A-Z])", rule["verify_tool"])[0].lower() != "verify":
+            # The world answers `verified: true|false` only for a verify tool; any other can never satisfy the rule.
+            raise _fail(path, f"field 'rules/{rule_id}/verify_tool'", f"'{rule['verify_tool']}' is not a verify tool "
+                        "(its name must start with verify)", "name the tool that verifies the customer, "
+                        f"one of {sorted(n for n in by_name if n.lower().startswith('verify')) or '(none in tools/)'}")
 
 
 def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
@@ -271,6 +323,7 @@ def load_domain(name_or_path: str | Path) -> Domain:
         if ent.lookup_by and ent.lookup_by not in {f.name for f in ent.fields}:
             raise _fail(spec_path, f"field 'entities/{ent.name}/lookup_by'", f"'{ent.lookup_by}' is not a field",
                         "name one of the entity's fields")
+    _check_structure(spec_path, spec["name"], spec, tools, entities)
     actions = {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
                for t, a in spec.get("actions", {}).items()}
     return Domain(

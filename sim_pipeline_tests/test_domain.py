@@ -231,3 +231,49 @@ def test_lookup_by_not_a_field(pack: Path) -> None:
     _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"].update(lookup_by="phone"))
     _fails(pack, "domain.yaml", "field 'entities/order/lookup_by': 'phone' is not a field",
            "Fix: name one of the entity's fields")
+
+
+# -- what the loader used to accept silently ----------------------------------------------------------
+def test_name_differs_from_the_folder(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s.update(name="shop"))
+    _fails(pack, "domain.yaml", "field 'name': 'shop' differs from the pack's folder 'retail'", "Fix: set name: retail")
+
+
+def test_id_argument_no_tool_takes(pack: Path) -> None:
+    def change(spec: dict) -> None:
+        spec["entities"]["order"]["id_argument"] = "orderRef"
+        spec["entities"]["order"].pop("lookup_by")
+    _edit_yaml(pack / "domain.yaml", change)
+    _fails(pack, "domain.yaml", "field 'entities/order/id_argument': no tool takes 'orderRef'", "Fix: use an argument")
+
+
+def test_action_requiring_a_field_the_entity_lacks(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["actions"]["cancel_order"]["requires"].update(state=["open"]))
+    _fails(pack, "domain.yaml", "field 'actions/cancel_order/requires': ['state'] is not a field of order",
+           "could never run", "Fix: require fields of the entity")
+
+
+def test_action_setting_from_an_argument_the_tool_lacks(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["actions"]["update_address"]["sets"].update(address="$new_address"))
+    _fails(pack, "domain.yaml", "field 'actions/update_address/sets/address': '$new_address' names no argument",
+           "Fix: use $ and one of ['address', 'order_id']")
+
+
+def test_limit_on_an_argument_the_tool_lacks(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["refund_limit"].update(argument="total"))
+    _fails(pack, "domain.yaml", "field 'rules/refund_limit/argument': refund_order has no argument 'total'",
+           "Fix: limit one of ['amount', 'order_id']")
+
+
+def test_verify_before_naming_a_tool_that_cannot_verify(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["verify_identity"].update(verify_tool="get_order"))
+    _fails(pack, "domain.yaml", "field 'rules/verify_identity/verify_tool': 'get_order' is not a verify tool",
+           "Fix: name the tool that verifies the customer, one of ['verify_customer']")
+
+
+@pytest.mark.parametrize(("rule_id", "suggested"), [("Refund_Limit", "refund_limit"), ("no invented ids", "no_invented_ids"),
+                                                    ("2fa-first", "rule_2fa_first")])
+def test_rule_ids_that_are_not_snake_case_are_refused_not_dropped(pack: Path, rule_id: str, suggested: str) -> None:
+    policy = pack / "policy.md"
+    policy.write_text(policy.read_text() + f"- **{rule_id}**: A rule an author wrote with another id style.\n")
+    _fails(pack, "policy.md", f"rule id '{rule_id}' is not lower_snake_case", f"Fix: write it as '**{suggested}**'")
