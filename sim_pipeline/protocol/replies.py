@@ -26,7 +26,9 @@ REPLY_LABELS: tuple[str, ...] = (ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, ASK
 
 
 def _re(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+    # Case-sensitive on purpose: clauses are lower-cased once (classify_reply), which is about twice as fast as
+    # IGNORECASE over these alternations.
+    return re.compile(pattern)
 
 
 # Verbs of the actions support agents take for users, as past participles / past tense.
@@ -356,12 +358,13 @@ def _refuses(clause: str) -> bool:
 @lru_cache(maxsize=4096)
 def classify_reply(text: str) -> frozenset[str]:
     """The labels (a subset of REPLY_LABELS) of one agent reply."""
-    offered = any(_OFFER.search(c) and _GO_AHEAD.search(c) for c in _clauses(text or "")) or bool(
-        _OFFER.search(text or "") and _GO_AHEAD.search((text or "").strip().splitlines()[-1] if text and text.strip() else ""))
-    labels: set[str] = {ASKS_CONFIRMATION} if _BUTTON.search(text or "") or offered else set()
+    lowered = (text or "").lower()
+    offered = any(_OFFER.search(c) and _GO_AHEAD.search(c) for c in _clauses(lowered)) or bool(
+        _OFFER.search(lowered) and _GO_AHEAD.search(lowered.strip().splitlines()[-1] if lowered.strip() else ""))
+    labels: set[str] = {ASKS_CONFIRMATION} if _BUTTON.search(lowered) or offered else set()
     for sentence in _sentences(text or ""):
         failed = bool(_FAILED_AFTER.search(sentence))
-        for clause in _clauses(sentence):
+        for clause in _clauses(sentence.lower()):
             question = _is_question(clause)
             if _asks_confirmation(clause, question):
                 labels.add(ASKS_CONFIRMATION)
