@@ -3,6 +3,8 @@
 Sections follow the eight steps. REFERENCE.md (shared) gives the literature behind each number.
 """
 
+from sim_pipeline.protocol.statuses import ERROR_STATUSES
+
 # --- Project -------------------------------------------------------------------------------------
 SEEDS: tuple[str, ...] = tuple(str(s) for s in range(8))  # static seed partitions; 8 gives a between-seed noise band
 DEFAULT_DOMAIN = "retail"  # the domain `make run` materializes when DOMAIN is not given
@@ -194,8 +196,7 @@ SFT_UNTAUGHT_ERRORS = ("placeholder_argument", "invalid_argument", "missing_requ
 PASS_REWARD = 1.0  # full reward is a pass; SFT imitates only passing rollouts (REFERENCE section 7)
 # reward stands: the judge answered, or a conduct rule decided and the judge was skipped
 GRADED_JUDGE_STATUSES: tuple[str, ...] = ("ok", "skipped")
-# infrastructure failures say nothing of conduct (protocol.statuses.ERROR_STATUSES; they are never graded either)
-CUT_EXCLUDED_STATUSES: tuple[str, ...] = ("provider_error", "invalid_response", "user_error")
+CUT_EXCLUDED_STATUSES: tuple[str, ...] = ERROR_STATUSES  # infrastructure failures say nothing of conduct (never graded)
 # imitate only conversations that ended on a protocol reason: the goal reached or the user satisfied (ok), or the user
 # leaving after a refusal it accepted (user_left; only reward-1 rows are imitated, so walk-outs of failures are not)
 SFT_STATUSES: tuple[str, ...] = ("ok", "user_left")

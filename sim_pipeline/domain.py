@@ -111,9 +111,7 @@ class Domain:
 
     def entity_for(self, tool: Tool) -> Entity | None:
         """The entity a tool acts on: the first whose id argument it takes, else the first it can look up by."""
-        props = tool.parameters.get("properties", {})
-        return next((e for e in self.entities if e.id_argument in props),
-                    next((e for e in self.entities if e.lookup_by and e.lookup_by in props), None))
+        return entity_of(self.entities, tool)
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -121,9 +119,26 @@ class Domain:
         return [t.schema for t in self.tools]
 
 
+def entity_of(entities: tuple[Entity, ...], tool: Tool) -> Entity | None:
+    """The entity a tool acts on: the first whose id argument it takes, else the first it can look up by."""
+    props = tool.parameters.get("properties", {})
+    return next((e for e in entities if e.id_argument in props),
+                next((e for e in entities if e.lookup_by and e.lookup_by in props), None))
+
+
+def first_verb(name: str) -> str:
+    """A tool name's first word, lower-cased (snake_case, kebab-case or camelCase): get_order, getOrder -> get."""
+    return re.split(r"[_\-]|(?<=[a-z])(?=[A-Z])", name)[0].lower()
+
+
+def is_verify_tool(name: str) -> bool:
+    """Whether the world answers this tool with `verified: true|false` (its name starts with verify)."""
+    return first_verb(name) == "verify"
+
+
 def tool_kind(name: str) -> str:
     """Class a tool by its name's first verb: read, destructive, create, update or other."""
-    verb = re.split(r"[_\-]|(?<=[a-z])(?=[A-Z])", name)[0].lower()
+    verb = first_verb(name)
     for kind, verbs in (
         ("read", defaults.READ_VERBS),
         ("destructive", defaults.DESTRUCTIVE_VERBS),
@@ -242,10 +257,9 @@ def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[T
             raise _fail(path, f"field 'entities/{ent.name}/id_argument'",
                         f"no tool takes '{ent.id_argument}' (or looks {ent.name} up by its lookup field)",
                         f"use an argument one of the tools declares, e.g. one of {sorted(taken)[:8]}")
-    probe = Domain(name, "", "", path.parent, tools, (), entities, {}, {}, (), (), "")
     for tool_name, action in spec.get("actions", {}).items():
         tool = by_name[tool_name]
-        entity = probe.entity_for(tool)
+        entity = entity_of(entities, tool)
         fields = {f.name for f in entity.fields} if entity else set()
         # A requirement on a field the world never draws can never be met (`sets` may add a field: a write can).
         unknown = sorted(set(action.get("requires", {})) - fields)
@@ -266,11 +280,11 @@ def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[T
             if rule["argument"] not in arguments:
                 raise _fail(path, f"field 'rules/{rule_id}/argument'", f"{rule['tool']} has no argument "
                             f"'{rule['argument']}'", f"limit one of {sorted(arguments)}")
-        if rule["kind"] == "verify_before" and re.split(r"[_\-]|(?<=[a-z])(?=[A-Z])", rule["verify_tool"])[0].lower() != "verify":
+        if rule["kind"] == "verify_before" and not is_verify_tool(rule["verify_tool"]):
             # The world answers `verified: true|false` only for a verify tool; any other can never satisfy the rule.
             raise _fail(path, f"field 'rules/{rule_id}/verify_tool'", f"'{rule['verify_tool']}' is not a verify tool "
                         "(its name must start with verify)", "name the tool that verifies the customer, "
-                        f"one of {sorted(n for n in by_name if n.lower().startswith('verify')) or '(none in tools/)'}")
+                        f"one of {sorted(n for n in by_name if is_verify_tool(n)) or '(none in tools/)'}")
 
 
 def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:

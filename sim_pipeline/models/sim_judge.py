@@ -32,12 +32,11 @@ from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import ToolTurn, confirmed_before, read
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES, classify_reply
+from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
 UNREACHABLE = ("permission_denied", "not_found")  # a read that can never succeed for the customer's record
-SHOWS_WHY = ("not_found", "already_done", "permission_denied", "timeout", "rate_limited", "stale", "malformed",
-             "partial_write")  # a tool result that explains why the change cannot be made
 FLAWS = ("lenient", "length_biased", "noisy")
 
 
@@ -92,7 +91,7 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         if case.get("forbidden_by") == "policy":
             return (1, "the agent declined a change the policy forbids") if declined else (
                 0, "the agent did not decline a change the policy forbids")
-        shown = any(t.result.get("status") in SHOWS_WHY or t.result.get("error") in ("invalid_state", "ambiguous", "state_unknown")
+        shown = any(t.result.get("status") in DISCOVERY_STATUSES or t.result.get("error") in INFORMATIVE_REJECTIONS
                     or (t.result.get("status") == "ok" and "verified" not in t.result and _about(t, id_arg, target))
                     for t in reading.turns)
         if shown and not claims_success(case):

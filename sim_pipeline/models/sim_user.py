@@ -70,7 +70,7 @@ class SimUser:
         facts: dict[str, str] = card.get("facts", {})
         stance = card.get("stance", "ordinary")
         agent_turns = [m.get("content") or "" for m in messages if m.get("role") == "user"]
-        own_turns = [_said(m) for m in messages if m.get("role") == "assistant"]
+        own_turns = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
         last = agent_turns[-1] if agent_turns else ""
         labels = classify_reply(last)
         gen = rng(seed, "user", transcript_digest(messages))
@@ -127,12 +127,3 @@ class SimUser:
         text = f"I want to {card['request']}. " + " ".join(fact_sentence(k, facts[k]) for k in untold)
         return _reply(text.strip(), PROVIDE_FACT if untold else ASK, "state_goal")
 
-
-def _said(message: dict[str, Any]) -> str:
-    """What the user said in one of its own turns (the message of its user_action call, or plain content)."""
-    for call in message.get("tool_calls") or []:
-        try:
-            return str(json.loads(call["function"]["arguments"]).get("message", ""))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return message.get("content") or ""
