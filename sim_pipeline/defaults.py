@@ -144,6 +144,13 @@ MAX_NOOP_FLOOR = 0.10  # held-out pass@1 an agent that never calls a tool may re
 MAX_ERROR_SHARE = 0.05  # rollout_health fails above this share of ungraded (errored) rollouts: past 5% the graded
 # rest is no longer the sample that was planned (errors cluster on long, tool-heavy or faulted situations), so pass@k
 # and the delta would describe a different task mix; below it a re-run of the errored rows is the cheaper fix
+WORLD_FIT_MAX_REJECTED_SHARE = 0.10  # a tool whose calls break its schema (missing or invalid arguments) more often
+# than this is modelled badly, or cannot be called as its schema asks: issue 13's bar for a shipped pack
+WORLD_FIT_MIN_WRITE_SHARE = 0.80  # a well-formed, unfaulted call for an expected write must go through at least this
+# often, else the world refuses what its own situations ask for (issue 13's bar: 80% of write-expected situations)
+REFERENCE_MAX_RETRIES = 3  # the reference solution retries a faulted call this often: more than the sandbox's
+# transient faults ever fire (WorldOptions.fault_hits), so only a persistent fault outlasts it
+WORLD_FIT_MIN_CALLS = 10  # fewer calls (or tries) than this say too little to call a tool's fit poor
 INTENT_CLEAR_PROBABILITY = 0.5  # below this top intent probability the agent asks what the user wants
 
 GATEWAY_TRIES = 3  # attempts per call on transient errors (REFERENCE 5)

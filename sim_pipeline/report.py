@@ -10,10 +10,12 @@ import pandas as pd
 from sim_pipeline import cover, warehouse
 from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
+from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.judge_trust import judge_trust_report
 from sim_pipeline.measure.passat import NOOP_FLOOR
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
+from sim_pipeline.rollout.world_fit import domain_fit, fit_problems, fit_sentence
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class VersionSummary:
     cut_rows: dict[str, int | None]
     rollouts: int
     health: Health
+    fit: pd.DataFrame | None  # per-tool world fit (rollout/world_fit.py); None without rollouts
 
     @property
     def withheld(self) -> bool:
@@ -69,7 +72,54 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
         verdict, flags = report.verdict, tuple(f"{f.name}: {f.sentence}" for f in report.flags)
     cuts = {name: (len(t) if (t := _read(base, domain, name, **parts)) is not None else None) for name in CUTS}
     health = rollout_health(rollouts if rollouts is not None else pd.DataFrame())
-    return VersionSummary(version.slug, p1, floor, verdict, flags, cuts, health.rollouts, health)
+    fit = None
+    if rollouts is not None and len(rollouts):
+        # The grid's situations and those the search wrote itself: both say which write a rollout expected.
+        played = [t for t in (_read(base, domain, "situations", seed=seed), _read(base, domain, "search", **parts))
+                  if t is not None and len(t)]
+        fit = domain_fit(load_domain(domain), rollouts, pd.concat(played, ignore_index=True) if played else
+                         pd.DataFrame(columns=["situation_id", "intent_tool", "expect_write"]))
+    return VersionSummary(version.slug, p1, floor, verdict, flags, cuts, health.rollouts, health, fit)
+
+
+def solvable_lines(situations: pd.DataFrame | None) -> list[str]:
+    """How many planned situations the reference solution passes (world/reference.py), with failures named."""
+    if situations is None or "solvable" not in situations:
+        return []
+    bad = situations[~situations["solvable"].astype(bool)]
+    lines = [f"  situations    {len(situations)} planned, {len(situations) - len(bad)} solvable (a reference solution "
+             "passes the oracle in the sandbox)"]
+    if len(bad):
+        lines.append(f"  {'':<13} situations_solvable FAILED: the world cannot reach {len(bad)} goals; fix the pack")
+        lines += [f"  {'':<13} - {r.situation_id} ({r.tool}, {r.world_state}, {r.tool_condition}): {r.reference}"
+                  for r in bad.head(3).itertuples(index=False)]
+    return lines
+
+
+def fit_table(summaries: list[VersionSummary]) -> list[str]:
+    """Per tool and version: calls, share rejected for their arguments, expected writes applied (of those tried)."""
+    shown = [s for s in summaries if s.fit is not None]
+    if not shown:
+        return []
+    tools = list(dict.fromkeys(t for s in shown for t in s.fit["tool"]))  # type: ignore[index]
+    width = max(len(t) for t in tools)
+    lines = ["  world fit     per tool: calls, share that broke the schema, expected writes applied/expected "
+             "(well-formed tries)",
+             ("    " + " " * width + "".join(f"  {s.slug:<30}" for s in shown)).rstrip()]
+    for tool in tools:
+        cells = []
+        for s in shown:
+            row = s.fit[s.fit["tool"] == tool]  # type: ignore[index]
+            if not len(row):
+                cells.append(f"  {'-':<30}")
+                continue
+            r = row.iloc[0]
+            cell = f"{int(r.calls):>4} calls {r.schema_rejected:>6.1%}"
+            if r.writes and r.write_expected:
+                cell += f" {int(r.write_applied)}/{int(r.write_expected)} ({int(r.write_tried)})"
+            cells.append(f"  {cell:<30}")
+        lines.append((f"    {tool:<{width}}" + "".join(cells)).rstrip())
+    return lines
 
 
 def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None) -> str:
@@ -79,6 +129,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
     if cov:
         lines.append(f"  coverage      {cov['pairs_covered']}/{cov['pairs_planned']} planned axis-value pairs rolled "
                      f"out ({cov['fraction']:.1%}; training-data coverage)")
+    lines += solvable_lines(_read(base, domain, "situations", seed=seed))
     lines.append("  (pass@1: graded held-out rollouts, 95% bootstrap over tasks; no-op floor: pass@1 of an agent "
                  "that never calls a tool)")
     summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
@@ -96,8 +147,10 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             p1 += f" (no-op floor {s.noop_floor:.3f})"
         cuts = ", ".join(f"{k} {n if n is not None else 'not built'}" for k, n in s.cut_rows.items())
         lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1}",
+                  f"  {'':<13} world fit: {fit_sentence(s.fit) if s.fit is not None else 'no rollouts'}",
                   f"  {'':<13} judge trust: {s.judge_verdict}" + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
                   f"  {'':<13} cuts: {cuts}"]
+    lines += fit_table([summaries[v.slug] for v in versions if not summaries[v.slug].withheld])
     for v in versions:
         if v.baseline is None:
             continue
@@ -110,6 +163,11 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             lines.append(f"  delta {v.slug} vs {v.baseline}: not computed (baseline grades missing?)")
             continue
         lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p):")
+        poor = [slug for slug in (v.baseline, v.slug) if slug in summaries and summaries[slug].fit is not None
+                and fit_problems(summaries[slug].fit)]
+        if poor:
+            lines.append(f"    caution: the world fits this domain poorly for {', '.join(poor)} (see world fit): "
+                         "the verdict measures the world model as much as the agent")
         for r in delta.itertuples(index=False):
             lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  delta {r.delta:+.3f} "
                          f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]  p={r.p_value:.4f}  {r.verdict}  (n={r.n_tasks}"

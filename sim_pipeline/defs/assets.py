@@ -28,6 +28,7 @@ from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.row import rollout_table
 from sim_pipeline.rollout.runner import Policy
 from sim_pipeline.rollout.simulate import simulate
+from sim_pipeline.rollout.world_fit import domain_fit
 from sim_pipeline.search.situations import build_situations
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state, state_from_table, state_table
@@ -153,13 +154,17 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
 
     @dg.asset(key=key("situations"), group_name=group, partitions_def=SEED,
               ins={"covering_array": dg.AssetIn(key("covering_array")), "world": dg.AssetIn(key("world"))},
-              description="Cells made concrete: entity, hidden facts, goal, world setup, phrasings; held-out/train split.")
+              check_specs=[dg.AssetCheckSpec(checks.SITUATIONS_SOLVABLE, asset=key("situations"), partitions_def=SEED,
+                                             blocking=True, description=checks.SITUATIONS_SOLVABLE_DESCRIPTION)],
+              description=("Cells made concrete: entity, hidden facts, goal, world setup, phrasings; held-out/train "
+                           "split; each replayed with its reference solution (solvable, reference, reference_calls)."))
     def situations(context: dg.AssetExecutionContext, simulation: SimulationResource, covering_array: pd.DataFrame,
-                   world: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+                   world: pd.DataFrame):
         table = build_situations(domain, state_from_table(world), covering_array, seed=int(context.partition_key),
                                  n_phrasings=simulation.settings().n_phrasings)
-        return dg.Output(table, metadata={"situations": len(table),
-                                          "split": dg.MetadataValue.json(table["split"].value_counts().to_dict())})
+        yield dg.Output(table, metadata={"situations": len(table), "solvable": int(table["solvable"].sum()),
+                                         "split": dg.MetadataValue.json(table["split"].value_counts().to_dict())})
+        yield checks.situations_solvable_result(table)
 
     @dg.multi_asset(
         name=f"{name}_search_and_rollouts", group_name=group, partitions_def=multi,
@@ -172,7 +177,9 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         check_specs=[dg.AssetCheckSpec(checks.ROW_SCHEMA, asset=key("rollouts"), partitions_def=multi,
                                        description="Every rollout row is valid against rollout/row.schema.json."),
                      dg.AssetCheckSpec(checks.ROLLOUT_HEALTH, asset=key("rollouts"), partitions_def=multi,
-                                       blocking=True, description=checks.ROLLOUT_HEALTH_DESCRIPTION)],
+                                       blocking=True, description=checks.ROLLOUT_HEALTH_DESCRIPTION),
+                     dg.AssetCheckSpec(checks.WORLD_FIT, asset=key("rollouts"), partitions_def=multi,
+                                       description=checks.WORLD_FIT_DESCRIPTION)],
     )
     def search_and_rollouts(context: dg.AssetExecutionContext, gateway: ModelGatewayResource,
                             registry: RegistryResource, simulation: SimulationResource, situations: pd.DataFrame,
@@ -182,9 +189,12 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
             situations_of(situations), policy_of(registry, version), domain=domain, state=state_from_table(world),
             gateway=gateway.gateway(), settings=simulation.settings()))
         yield dg.Output(search, output_name="search", metadata=search_metadata(search, rows, reason))
-        yield dg.Output(rollout_table(rows), output_name="rollouts", metadata=checks.rollout_metadata(rows))
+        fit = domain_fit(domain, rows, pd.concat([situations, search], ignore_index=True))
+        yield dg.Output(rollout_table(rows), output_name="rollouts",
+                        metadata={**checks.rollout_metadata(rows), "world_fit": table_metadata(fit)})
         yield checks.row_schema_result(rows)
         yield checks.rollout_health_result(rows)
+        yield checks.world_fit_result(fit)
 
     @dg.asset(key=key("grades"), group_name=group, partitions_def=multi,
               ins={"rollouts": dg.AssetIn(key("rollouts")), "search": dg.AssetIn(key("search")),

@@ -12,6 +12,7 @@ from sim_pipeline.measure.delta import must_not_regress_failures
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import rollout_health, tool_error_shares
 from sim_pipeline.rollout.row import row_errors
+from sim_pipeline.rollout.world_fit import fit_problems, fit_sentence
 from sim_pipeline.warehouse import jsonable
 
 ROW_SCHEMA = "row_schema"
@@ -20,6 +21,17 @@ ROLLOUT_HEALTH_DESCRIPTION = ("Blocking. The share of rollouts that errored outs
                               "HTTP errors, timeouts, invalid completions, user-model failures) is at most "
                               "defaults.MAX_ERROR_SHARE; errored rollouts are never graded, and above the share the "
                               "partition's grades, cuts, scores and delta are withheld.")
+SITUATIONS_SOLVABLE = "situations_solvable"
+SITUATIONS_SOLVABLE_DESCRIPTION = ("Blocking. Every planned situation's reference solution (verify, confirm, the "
+                                   "intended call with the user's facts, retries, then the right reply) passes the "
+                                   "state oracle in the sandbox: the world can reach each goal, so scores over these "
+                                   "situations measure the agent, not the world model.")
+WORLD_FIT = "world_fit"
+WORLD_FIT_DESCRIPTION = ("Warning, not blocking. The world models the domain's tools: no tool's calls break its schema "
+                         "(missing or invalid arguments) more often than defaults.WORLD_FIT_MAX_REJECTED_SHARE, and "
+                         "well-formed calls for the writes the situations expect go through at least "
+                         "defaults.WORLD_FIT_MIN_WRITE_SHARE of the time. When it "
+                         "warns, pass@k and the delta measure the world model as much as the agent.")
 JUDGE_TRUST = "judge_trust"
 PUBLISH_GATE = "publish_gate"
 MUST_NOT_REGRESS = "must_not_regress"
@@ -52,6 +64,31 @@ def rollout_health_result(rows: pd.DataFrame) -> dg.AssetCheckResult:
                   "max_error_share": health.max_share, "by_status": dg.MetadataValue.json(health.by_status),
                   "by_tool": table_metadata(tool_error_shares(rows)),
                   "examples": dg.MetadataValue.json(list(health.examples))})
+
+
+def situations_solvable_result(table: pd.DataFrame) -> dg.AssetCheckResult:
+    """The blocking solvability check: fails when any situation's reference solution does not pass the oracle."""
+    failed = table[~table["solvable"].astype(bool)] if len(table) else table
+    examples = [{"situation_id": r["situation_id"], "tool": r["tool"], "world_state": r["world_state"],
+                 "tool_condition": r["tool_condition"], "reason": r["reference"],
+                 "calls": list(r["reference_calls"])[:4]} for r in failed.head(5).to_dict("records")]
+    by_tool = failed["tool"].value_counts().to_dict() if len(failed) else {}
+    return dg.AssetCheckResult(
+        check_name=SITUATIONS_SOLVABLE, passed=not len(failed), severity=dg.AssetCheckSeverity.ERROR,
+        description=(f"{len(failed)} of {len(table)} situations have a reference solution the oracle fails"
+                     if len(failed) else f"all {len(table)} situations solvable"),
+        metadata={"situations": len(table), "unsolvable": len(failed),
+                  "unsolvable_by_tool": dg.MetadataValue.json({str(k): int(v) for k, v in by_tool.items()}),
+                  "examples": dg.MetadataValue.json(examples)})
+
+
+def world_fit_result(fit: pd.DataFrame) -> dg.AssetCheckResult:
+    """The world-fit check (a warning): per-tool rejection shares and expected-write outcomes."""
+    problems = fit_problems(fit)
+    return dg.AssetCheckResult(
+        check_name=WORLD_FIT, passed=not problems, severity=dg.AssetCheckSeverity.WARN,
+        description=fit_sentence(fit), metadata={"by_tool": table_metadata(fit),
+                                                 "problems": dg.MetadataValue.json([p.sentence for p in problems])})
 
 
 def row_schema_result(rows: pd.DataFrame) -> dg.AssetCheckResult:

@@ -58,7 +58,10 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
         return result.success
 
     run("axes", ("axes",), None)
-    run(f"seed {seed}: cover, world, situations", SEED_STEPS, seed)
+    if not run(f"seed {seed}: cover, world, situations", SEED_STEPS, seed):
+        # Rollouts over situations the world cannot solve (or that were never built) would only measure the world.
+        log(f"  seed {seed}'s situations are not ready (see situations_solvable in the summary): no rollouts run")
+        return outcomes
     for v in versions:
         run(f"{v.slug}|{seed}: search, rollouts, grades, cuts, scores", POLICY_STEPS, partition_key(v.slug, seed))
     for v in versions:

@@ -16,6 +16,7 @@ from sim_pipeline.situation import AXES, Situation
 from sim_pipeline.world.infer import DELETE_VERBS, Binding, bind, default_action, makes_record, snake
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.oracle import passes_without_tools
+from sim_pipeline.world.reference import solve
 from sim_pipeline.world.setup import PENDING_FIELD, Fault, WorldSetup
 from sim_pipeline.world.state import State, new_id, record_key
 from sim_pipeline.world.values import draw_value
@@ -246,12 +247,17 @@ def split_of(situation_id: str, heldout_share: float) -> str:
 
 def build_situations(domain: Domain, state: State, cells: pd.DataFrame, *, seed: int, n_phrasings: int,
                      heldout_share: float = defaults.HELDOUT_SHARE, options: WorldOptions | None = None) -> pd.DataFrame:
-    """One situation per planned cell, split held-out/train, as a table (with `noop_pass`, see world/oracle.py)."""
+    """One situation per planned cell, split held-out/train, as a table (with `noop_pass`, see world/oracle.py, and
+    the reference replay's `solvable`, `reference` reason and `reference_calls`, see world/reference.py)."""
     rows = []
     for cell in cells[list(AXES)].to_dict("records"):
         situation_id = short_id(domain.name, seed, [cell[a] for a in AXES], 0)
         situation = build_situation(domain, state, cell, seed=seed, split=split_of(situation_id, heldout_share),
                                     n_phrasings=n_phrasings, options=options)
         # Whether an agent that never calls a tool could pass it (the oracle decides): the no-op floor of scores.
-        rows.append({**situation.to_row(), "noop_pass": passes_without_tools(domain, situation, seed=seed, state=state)})
+        # Whether the reference solution passes it: the blocking situations_solvable check.
+        reference = solve(domain, situation, seed=seed, state=state)
+        rows.append({**situation.to_row(), "noop_pass": passes_without_tools(domain, situation, seed=seed, state=state),
+                     "solvable": reference.solvable, "reference": reference.reason,
+                     "reference_calls": [f"{tool}({args})" for tool, args in reference.calls]})
     return pd.DataFrame(rows).sort_values("situation_id", kind="stable").reset_index(drop=True)

@@ -34,7 +34,7 @@ def check_results(result):
             e.event_specific_data.passed for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
 
 
-def test_whole_graph_materializes_for_one_partition(small_defs, instance):
+def test_whole_graph_materializes_for_one_partition(small_defs, instance, registry_path):
     assets, resources, base = small_defs
     assert run(assets, resources, instance, ["axes"], None).success
     assert run(assets, resources, instance, SEED_STEPS[1:], "0").success
@@ -45,6 +45,7 @@ def test_whole_graph_materializes_for_one_partition(small_defs, instance):
         checks = check_results(result)
         assert checks[(("retail", "grades"), "judge_trust")] is True
         assert checks[(("retail", "rollouts"), "row_schema")] is True
+        assert checks[(("retail", "rollouts"), "world_fit")] is True
         assert all(checks[(("retail", c), "publish_gate")] for c in CUTS)
     delta = run(assets, resources, instance, ["delta"], "agent-v2")
     assert delta.success
@@ -60,6 +61,10 @@ def test_whole_graph_materializes_for_one_partition(small_defs, instance):
     grades = warehouse.read_table(warehouse.partition_path(base, "retail", "grades", policy_version="agent-v1",
                                                            seed="0"))
     assert grades["judge_version"].str.match(r"^sim/judge@[0-9a-f]{12}$").all()
+    summary = render(str(base), "retail", "0", [v for v in versions_for(load_registry(registry_path), "retail")
+                                                if v.slug in ("agent-v1", "agent-v2")])
+    assert summary.count("world fit: good (") == 2
+    assert "cancel_order" in summary[summary.index("  world fit     per tool"):]
 
 
 def test_untrusted_judge_blocks_the_cuts_in_the_same_run(small_defs, instance):

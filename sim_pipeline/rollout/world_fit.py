@@ -1,0 +1,140 @@
+"""World fit: how well the sandbox world models a domain's tools, read from what the agent's calls got back.
+
+A green pass@1 over a world that rejects most calls, or never lets an expected write through, measures the world
+model, not the agent. Per tool, from graded rollouts only (errored ones say nothing about the world):
+- `calls`, and the share rejected for their arguments: `missing_required` and `invalid_argument` (together
+  `schema_rejected`: the call broke the tool's schema, e.g. a string where the schema wants a list of objects)
+  and `placeholder_argument` (the agent echoed the schema instead of a value: its own failure, shown, not judged);
+- `not_found`: the share answered "no such record" (ids the world never made, unlinked entities);
+- `faulted`: the share that met the situation's scheduled fault (timeouts and the like: the stress, not the fit);
+- for a writing tool, the rollouts whose situation expects its write (`write_expected`), those where the agent made
+  a well-formed call on the user's record that the world answered from its state (`write_tried`: accepted
+  arguments, the situation's record id or none, no fault) and those where it was applied (`write_applied`).
+
+Two shares decide the verdict. `schema_rejected` above `WORLD_FIT_MAX_REJECTED_SHARE` means calls cannot take the
+shape the schemas ask for (or the world and the situations draw values the schemas refuse).
+`write_applied / write_tried` below `WORLD_FIT_MIN_WRITE_SHARE` means the world turns down well-formed calls for
+the very writes its situations expect. Both are read so that an agent's own choices (declining, asking first, giving
+up after a timeout, echoing placeholders, naming the wrong record) do not count against the world; `write_applied / write_expected` is
+reported too, and mixes the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sim_pipeline import defaults
+from sim_pipeline.domain import Domain
+from sim_pipeline.protocol.statuses import ERROR_STATUSES, FAULT_STATUSES
+
+SCHEMA_REJECTIONS = ("missing_required", "invalid_argument")  # the call broke the tool's schema
+ARGUMENT_REJECTIONS = (*SCHEMA_REJECTIONS, "placeholder_argument")  # every rejection of the call's arguments
+FIT_COLUMNS = ("tool", "writes", "calls", "schema_rejected", *ARGUMENT_REJECTIONS, "not_found", "faulted",
+               "write_expected", "write_tried", "write_applied")
+_SHARES = ("schema_rejected", *ARGUMENT_REJECTIONS, "not_found", "faulted")
+
+
+@dataclass(frozen=True)
+class FitProblem:
+    """One tool the world fits badly, and the sentence that says how."""
+
+    tool: str
+    kind: str  # rejected | write_refused
+    sentence: str
+
+
+def _events(value: Any) -> list[Mapping[str, Any]]:
+    return [dict(e) for e in value] if value is not None else []
+
+
+def _answered(event: Mapping[str, Any]) -> bool:
+    """Whether the world answered a call from its state: arguments accepted and no scheduled fault (a garbled reply to
+    an applied write is a fault too; the caller counts it by `applied`)."""
+    if event["status"] in FAULT_STATUSES:
+        return False
+    return not (event["status"] == "rejected" and event.get("error") in ARGUMENT_REJECTIONS)
+
+
+def _share(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+def world_fit(rollouts: pd.DataFrame, situations: pd.DataFrame, write_tools: Iterable[str],
+              tools: Iterable[str] = ()) -> pd.DataFrame:
+    """Per tool (every tool in `tools`, and any other called): calls, rejection shares and expected-write outcomes."""
+    writes = set(write_tools)
+    counts: dict[str, dict[str, int]] = {}
+
+    def row(tool: str) -> dict[str, int]:
+        return counts.setdefault(tool, dict.fromkeys(FIT_COLUMNS[2:], 0))
+
+    for tool in tools:
+        row(tool)
+    graded = rollouts[~rollouts["status"].isin(ERROR_STATUSES)] if len(rollouts) else rollouts
+    intent = dict(zip(situations["situation_id"], situations["intent_tool"])) if len(situations) else {}
+    expects = dict(zip(situations["situation_id"], situations["expect_write"])) if len(situations) else {}
+    records = dict(zip(situations["situation_id"], situations["entity_id"])) if len(situations) else {}
+    for sid, value in zip(graded.get("situation_id", ()), graded.get("tool_events", ())):
+        events = _events(value)
+        for event in events:
+            counts_of = row(str(event["tool"]))
+            counts_of["calls"] += 1
+            error = event.get("error")
+            if event["status"] == "rejected" and error in ARGUMENT_REJECTIONS:
+                counts_of[error] += 1
+                counts_of["schema_rejected"] += error in SCHEMA_REJECTIONS
+            elif event["status"] in ("not_found", *FAULT_STATUSES):
+                counts_of["not_found" if event["status"] == "not_found" else "faulted"] += 1
+        wanted = intent.get(sid)
+        if isinstance(wanted, str) and wanted in writes and bool(expects.get(sid)):
+            counts_of = row(wanted)
+            counts_of["write_expected"] += 1
+            record = records.get(sid) if isinstance(records.get(sid), str) else None
+            counts_of["write_tried"] += any(e["tool"] == wanted and (e["applied"] or _answered(e) and e.get(
+                "entity_id") in (None, record)) for e in events)  # a create applies to a record of its own
+            counts_of["write_applied"] += any(e["tool"] == wanted and e["applied"] for e in events)
+    frame = pd.DataFrame([{"tool": t, "writes": t in writes, **c} for t, c in sorted(counts.items())],
+                         columns=list(FIT_COLUMNS))
+    for col in _SHARES:
+        frame[col] = [_share(n, calls) for n, calls in zip(frame[col], frame["calls"])]
+    return frame
+
+
+def fit_problems(fit: pd.DataFrame, *, max_rejected: float = defaults.WORLD_FIT_MAX_REJECTED_SHARE,
+                 min_write: float = defaults.WORLD_FIT_MIN_WRITE_SHARE,
+                 min_calls: int = defaults.WORLD_FIT_MIN_CALLS) -> list[FitProblem]:
+    """Tools the world fits badly: too many calls break their schema, or well-formed expected writes turned down."""
+    problems = []
+    for r in fit.itertuples(index=False):
+        if r.calls >= min_calls and r.schema_rejected > max_rejected:
+            worst = max(SCHEMA_REJECTIONS, key=lambda c: getattr(r, c))
+            problems.append(FitProblem(r.tool, "schema_rejected", f"{r.tool}: {r.schema_rejected:.0%} of {r.calls} "
+                                       f"calls broke its schema (mostly {worst})"))
+        if r.writes and r.write_tried >= min_calls and r.write_applied / r.write_tried < min_write:
+            problems.append(FitProblem(r.tool, "write_refused", f"{r.tool}: applied in {r.write_applied} of the "
+                                       f"{r.write_tried} rollouts that expect it and made a well-formed call"))
+    return problems
+
+
+def fit_sentence(fit: pd.DataFrame) -> str:
+    """The fit in one line: 'good (...)' or 'POOR: <problems>'."""
+    calls = int(fit["calls"].sum()) if len(fit) else 0
+    if not calls:
+        return "no tool calls"
+    rejected = float((fit["schema_rejected"] * fit["calls"]).sum()) / calls
+    expected, applied = int(fit["write_expected"].sum()), int(fit["write_applied"].sum())
+    detail = f"{calls} calls, {rejected:.1%} broke their tool's schema" + (
+        f", expected writes applied in {applied}/{expected} rollouts" if expected else "")
+    problems = fit_problems(fit)
+    if problems:
+        return f"POOR ({detail}): " + "; ".join(p.sentence for p in problems)
+    return f"good ({detail})"
+
+
+def domain_fit(domain: Domain, rollouts: pd.DataFrame, situations: pd.DataFrame) -> pd.DataFrame:
+    """`world_fit` for a domain's tools (every tool listed, called or not)."""
+    return world_fit(rollouts, situations, [t.name for t in domain.tools if t.writes], [t.name for t in domain.tools])

@@ -1,0 +1,132 @@
+"""World fit: per-tool schema rejections and expected-write outcomes, read from the world's events only.
+
+A pack whose tools the world cannot model (a nested argument the calls never satisfy) must say so in the summary
+instead of printing a bare PASS; a pack the world models must not be called poor because of the agent's own
+mistakes (echoed placeholders, a wrong record id, giving up after a timeout).
+"""
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sim_pipeline import cover
+from sim_pipeline.axes import axis_values, validated_constraints
+from sim_pipeline.domain import DOMAINS_DIR, load_domain
+from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.rollout.runner import Policy, run_rollouts
+from sim_pipeline.rollout.simulate import specs_for
+from sim_pipeline.rollout.world_fit import domain_fit, fit_problems, fit_sentence, world_fit
+from sim_pipeline.search.situations import build_situations
+from sim_pipeline.situation import Situation
+from sim_pipeline.world.state import build_state
+
+
+def event(tool, status, *, error=None, applied=False, entity_id="1001"):
+    return {"index": 0, "tool": tool, "arguments": "{}", "status": status, "entity_id": entity_id,
+            "applied": applied, "turn": 1, "error": error}
+
+
+def rollouts(*rows):
+    return pd.DataFrame([{"situation_id": sid, "status": status, "tool_events": events}
+                         for sid, status, events in rows])
+
+
+SITUATIONS = pd.DataFrame([
+    {"situation_id": "w", "intent_tool": "cancel", "expect_write": True, "entity_id": "1001"},
+    {"situation_id": "r", "intent_tool": "get", "expect_write": False, "entity_id": "1001"},
+])
+
+
+def test_schema_rejections_count_placeholders_do_not():
+    rows = [("r", "ok", [event("get", "rejected", error="invalid_argument")])] * 3
+    rows += [("r", "ok", [event("get", "rejected", error="placeholder_argument")])] * 10
+    rows += [("r", "ok", [event("get", "ok")])] * 7
+    fit = world_fit(rollouts(*rows), SITUATIONS, ["cancel"], ["cancel", "get"]).set_index("tool")
+    assert fit.loc["get", "calls"] == 20
+    assert fit.loc["get", "schema_rejected"] == pytest.approx(0.15)
+    assert fit.loc["get", "placeholder_argument"] == pytest.approx(0.5)
+    assert fit.loc["cancel", "calls"] == 0  # listed though never called
+    problems = fit_problems(fit.reset_index())
+    assert [(p.tool, p.kind) for p in problems] == [("get", "schema_rejected")]
+    assert "get: 15% of 20 calls broke its schema (mostly invalid_argument)" in fit_sentence(fit.reset_index())
+
+
+def test_errored_rollouts_say_nothing_about_the_world():
+    rows = [("r", "provider_error", [event("get", "rejected", error="invalid_argument")])] * 20
+    fit = world_fit(rollouts(*rows), SITUATIONS, ["cancel"])
+    assert fit["calls"].sum() == 0
+    assert fit_sentence(fit) == "no tool calls"
+
+
+def test_refused_writes_are_the_worlds_only_when_the_call_was_well_formed_on_the_users_record():
+    refused = [("w", "ok", [event("cancel", "rejected", error="invalid_state")])] * 6
+    agents_own = [("w", "ok", [event("cancel", "timeout")]),  # gave up after the scheduled fault
+                  ("w", "ok", [event("cancel", "rejected", error="placeholder_argument")]),
+                  ("w", "ok", [event("cancel", "not_found", entity_id="78701")]),  # a zip code as the order id
+                  ("w", "ok", [])] * 5  # never tried (declined, asked first)
+    applied = [("w", "ok", [event("cancel", "updated", applied=True)])] * 8
+    garbled = [("w", "ok", [event("cancel", "malformed", applied=True)])] * 2  # applied, reply garbled
+    fit = world_fit(rollouts(*refused, *agents_own, *applied, *garbled), SITUATIONS, ["cancel"]).set_index("tool")
+    assert fit.loc["cancel", ["write_expected", "write_tried", "write_applied"]].tolist() == [36, 16, 10]
+    problems = fit_problems(fit.reset_index())
+    assert [(p.tool, p.kind) for p in problems] == [("cancel", "write_refused")]
+    assert "applied in 10 of the 16 rollouts" in problems[0].sentence
+
+
+def test_few_calls_are_not_called_poor():
+    rows = [("r", "ok", [event("get", "rejected", error="invalid_argument")])] * 5
+    assert fit_problems(world_fit(rollouts(*rows), SITUATIONS, ["cancel"])) == []
+
+
+def _run(domain, *, samples=2, only=None, seed=0, version="agent-v2"):
+    """Every situation of seed 0 (or those whose intent is `only`), `samples` rollouts each, by the embedded agent."""
+    state = build_state(domain, seed)
+    cells = cover.covering_array(axis_values(domain), seed=seed, constraints=validated_constraints(domain))
+    table = build_situations(domain, state, cells, seed=seed, n_phrasings=1)
+    if only:
+        table = table[table["intent_tool"] == only]
+    specs = specs_for([Situation.from_row(r) for r in table.to_dict("records")], samples=range(samples),
+                      n_phrasings=1, batch=0)
+    rows = asyncio.run(run_rollouts(specs, Policy(version, f"sim/{version}"), domain=domain, state=state,
+                                    gateway=Gateway(cache_path=None)))
+    return rows, table
+
+
+@pytest.mark.parametrize("name", ["retail", "it_helpdesk"])
+def test_shipped_packs_fit_the_world(name):
+    domain = load_domain(name)
+    rows, situations = _run(domain)
+    fit = domain_fit(domain, rows, situations)
+    assert fit_problems(fit) == [], fit.to_string()
+    assert fit.loc[fit["writes"], "write_expected"].sum() > 20
+
+
+@pytest.fixture
+def nested_address_pack(tmp_path: Path) -> Path:
+    """retail, with update_address taking the address as an object (street, city, zip) the world never models."""
+    pack = tmp_path / "nested"
+    shutil.copytree(DOMAINS_DIR / "retail", pack)
+    spec = pack / "domain.yaml"
+    spec.write_text(spec.read_text().replace("name: retail", "name: nested"))
+    path = pack / "tools" / "update_address.json"
+    tool = json.loads(path.read_text())
+    tool["function"]["parameters"]["properties"]["address"] = {
+        "type": "object", "required": ["street", "city", "zip"], "additionalProperties": False,
+        "properties": {"street": {"type": "string"}, "city": {"type": "string"},
+                       "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}
+    path.write_text(json.dumps(tool))
+    return pack
+
+
+def test_a_tool_the_world_cannot_model_is_named(nested_address_pack):
+    domain = load_domain(nested_address_pack)
+    rows, situations = _run(domain, samples=4, only="update_address")
+    fit = domain_fit(domain, rows, situations)
+    problems = {(p.tool, p.kind) for p in fit_problems(fit)}
+    assert ("update_address", "schema_rejected") in problems
+    assert fit_sentence(fit).startswith("POOR")
+    assert fit.set_index("tool").loc["update_address", "write_applied"] == 0
