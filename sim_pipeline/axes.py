@@ -41,11 +41,14 @@ def validated_constraints(domain: Domain) -> tuple[dict[str, str], ...]:
 
 
 def tool_class(domain: Domain, tool: str) -> str:
-    """The class of a tool axis value: read, destructive, other (create/update/other and synthetic values)."""
+    """The class of a tool axis value: read (verify, compute), destructive (delete), other (create, update, transfer,
+    other and the synthetic values)."""
     found = domain.tool(tool)
     if found is None:
         return "other"
-    return found.kind if found.kind in ("read", "destructive") else "other"
+    if found.kind in ("read", "verify", "compute"):
+        return "read"
+    return "destructive" if found.kind in ("destructive", "delete") else "other"
 
 
 def risk(domain: Domain, tool: str, stance: str | None = None, condition: str | None = None) -> float:

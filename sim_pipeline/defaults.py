@@ -27,14 +27,6 @@ HISTORIES: tuple[str, ...] = (
     "fresh", "prior_failure", "prior_partial_action", "contradicts_earlier", "repeat_visit",
 )  # the reference engine's conversation histories
 MAX_RULES = 16  # the reference caps rule values at 16 clauses; more makes the grid too large to cover cheaply
-READ_VERBS: tuple[str, ...] = (
-    "get", "list", "search", "find", "lookup", "check", "show", "view", "verify", "read", "fetch", "query",
-    "track", "describe", "count",
-)  # a tool whose name starts with one of these only reads
-DESTRUCTIVE_VERBS: tuple[str, ...] = (
-    "delete", "cancel", "refund", "pay", "send", "transfer", "remove", "revoke", "reset", "close",
-    "disable", "terminate", "wipe", "grant", "exchange", "return",
-)  # irreversible or money/access-moving actions: these need confirmation and carry high risk
 RISK_DESTRUCTIVE_HIGH = 1.0  # destructive tool with a hostile stance or a faulty condition
 RISK_DESTRUCTIVE = 0.3  # destructive tool otherwise
 RISK_READ = 0.1  # read-only tool: a wrong answer, no damage
@@ -148,6 +140,9 @@ WORLD_FIT_MAX_REJECTED_SHARE = 0.10  # a tool whose calls break its schema (miss
 # than this is modelled badly, or cannot be called as its schema asks: issue 13's bar for a shipped pack
 WORLD_FIT_MIN_WRITE_SHARE = 0.80  # a well-formed, unfaulted call for an expected write must go through at least this
 # often, else the world refuses what its own situations ask for (issue 13's bar: 80% of write-expected situations)
+COMPUTE_MAX_LENGTH = 200  # a calculator expression longer than this is refused (a real one is a line of arithmetic)
+COMPUTE_MAX_EXPONENT = 64  # ** with a larger exponent is refused: 10**10**10 would hang the world
+COMPUTE_MAX_MAGNITUDE = 1e15  # results beyond this are refused: no price or count in a support domain is larger
 REFERENCE_MAX_RETRIES = 3  # the reference solution retries a faulted call this often: more than the sandbox's
 # transient faults ever fire (WorldOptions.fault_hits), so only a persistent fault outlasts it
 WORLD_FIT_MIN_CALLS = 10  # fewer calls (or tries) than this say too little to call a tool's fit poor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,25 +14,26 @@ import yaml
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import DomainPackError
+from sim_pipeline.protocol.tool_kinds import guess_kind, writes
 
 _HERE = Path(__file__).parent
 DOMAINS_DIR = _HERE.parent / "data" / "domains"
 _RULE_LINE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[a-z][a-z0-9_]*)\*\*\s*:\s*(?P<text>.+)$")
 _RULE_LIKE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[^*]+)\*\*\s*:")  # a rule line, whatever its id looks like
-CREATE_VERBS = ("create", "open", "add", "new", "place", "submit", "file", "register", "book")
-UPDATE_VERBS = ("update", "change", "edit", "set", "modify", "rename", "move", "assign", "unlock", "enable",
-                "activate", "restore")
 
 
 @dataclass(frozen=True)
 class Tool:
-    """One tool the agent may call: its OpenAI schema and the class its first verb gives it."""
+    """One tool the agent may call: its OpenAI schema, its kind (declared, or guessed from its name), the entity it
+    acts on and how a user asks for it, when the pack declares them."""
 
     name: str
     description: str
     parameters: dict[str, Any]
     schema: dict[str, Any]
-    kind: str  # read | destructive | create | update | other
+    kind: str  # protocol/tool_kinds.py: read verify create update delete destructive compute transfer other
+    entity: str | None = None  # declared in domain.yaml `tools:`; None: the first entity whose id it takes
+    phrase: str | None = None  # what a user says to ask for it ("change my flights"); None: from its name
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -42,7 +43,7 @@ class Tool:
     @property
     def writes(self) -> bool:
         """Whether a successful call changes the world."""
-        return self.kind in ("destructive", "create", "update")
+        return writes(self.kind)
 
 
 @dataclass(frozen=True)
@@ -120,34 +121,13 @@ class Domain:
 
 
 def entity_of(entities: tuple[Entity, ...], tool: Tool) -> Entity | None:
-    """The entity a tool acts on: the first whose id argument it takes, else the first it can look up by."""
+    """The entity a tool acts on: the one it declares, else the first whose id argument it takes, else the first it
+    can look up by."""
+    if tool.entity is not None:
+        return next((e for e in entities if e.name == tool.entity), None)
     props = tool.parameters.get("properties", {})
     return next((e for e in entities if e.id_argument in props),
                 next((e for e in entities if e.lookup_by and e.lookup_by in props), None))
-
-
-def first_verb(name: str) -> str:
-    """A tool name's first word, lower-cased (snake_case, kebab-case or camelCase): get_order, getOrder -> get."""
-    return re.split(r"[_\-]|(?<=[a-z])(?=[A-Z])", name)[0].lower()
-
-
-def is_verify_tool(name: str) -> bool:
-    """Whether the world answers this tool with `verified: true|false` (its name starts with verify)."""
-    return first_verb(name) == "verify"
-
-
-def tool_kind(name: str) -> str:
-    """Class a tool by its name's first verb: read, destructive, create, update or other."""
-    verb = first_verb(name)
-    for kind, verbs in (
-        ("read", defaults.READ_VERBS),
-        ("destructive", defaults.DESTRUCTIVE_VERBS),
-        ("create", CREATE_VERBS),
-        ("update", UPDATE_VERBS),
-    ):
-        if verb in verbs:
-            return kind
-    return "other"
 
 
 def _fail(path: Path, where: str, problem: str, fix: str) -> DomainPackError:
@@ -194,7 +174,7 @@ def _load_tool(path: Path) -> Tool:
     if missing:
         raise _fail(path, "field 'function/parameters/required'", f"{missing} not declared in properties",
                     "declare every required argument under properties")
-    return Tool(fn["name"], fn["description"], fn["parameters"], schema, tool_kind(fn["name"]))
+    return Tool(fn["name"], fn["description"], fn["parameters"], schema, guess_kind(fn["name"]))
 
 
 def _parse_policy(path: Path) -> tuple[str, list[tuple[str, str]]]:
@@ -280,11 +260,40 @@ def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[T
             if rule["argument"] not in arguments:
                 raise _fail(path, f"field 'rules/{rule_id}/argument'", f"{rule['tool']} has no argument "
                             f"'{rule['argument']}'", f"limit one of {sorted(arguments)}")
-        if rule["kind"] == "verify_before" and not is_verify_tool(rule["verify_tool"]):
+        if rule["kind"] == "verify_before" and by_name[rule["verify_tool"]].kind != "verify":
             # The world answers `verified: true|false` only for a verify tool; any other can never satisfy the rule.
             raise _fail(path, f"field 'rules/{rule_id}/verify_tool'", f"'{rule['verify_tool']}' is not a verify tool "
-                        "(its name must start with verify)", "name the tool that verifies the customer, "
-                        f"one of {sorted(n for n in by_name if is_verify_tool(n)) or '(none in tools/)'}")
+                        "(its name does not start with verify, authenticate or validate, and it is not declared so)",
+                        "name the tool that verifies the customer, one of "
+                        f"{sorted(n for n, t in by_name.items() if t.kind == 'verify') or '(none in tools/)'}, or "
+                        f"declare it under tools: ({rule['verify_tool']}: {{kind: verify}})")
+
+
+def _declare(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...], entities: tuple[Entity, ...]) -> tuple[Tool, ...]:
+    """Apply domain.yaml's `tools:` declarations (kind, entity, phrase) over the kinds guessed from names."""
+    declared = spec.get("tools", {})
+    names = {t.name: t for t in tools}
+    ents = {e.name: e for e in entities}
+    for name, decl in declared.items():
+        if name not in names:
+            raise _fail(path, f"field 'tools/{name}'", "no such tool in tools/", f"use one of {sorted(names)}")
+        if "entity" in decl and decl["entity"] not in ents:
+            raise _fail(path, f"field 'tools/{name}/entity'", f"no entity '{decl['entity']}'",
+                        f"use one of {sorted(ents)} (declared under entities:)")
+    out = []
+    for tool in tools:
+        decl = declared.get(tool.name, {})
+        made = replace(tool, kind=decl.get("kind", tool.kind), entity=decl.get("entity"), phrase=decl.get("phrase"))
+        entity = ents.get(made.entity) if made.entity else None
+        props = made.parameters.get("properties", {})
+        if entity is not None and made.writes and made.kind != "create" and entity.id_argument not in props and \
+                not (entity.lookup_by and entity.lookup_by in props):
+            # Nothing in the call would name the record to change: every such write would be refused.
+            raise _fail(path, f"field 'tools/{tool.name}/entity'", f"{tool.name} changes a {entity.name} but takes "
+                        f"neither '{entity.id_argument}' nor its lookup field", f"add {entity.id_argument} to the "
+                        "tool's parameters, or declare the entity it does take")
+        out.append(made)
+    return tuple(out)
 
 
 def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
@@ -337,6 +346,7 @@ def load_domain(name_or_path: str | Path) -> Domain:
         if ent.lookup_by and ent.lookup_by not in {f.name for f in ent.fields}:
             raise _fail(spec_path, f"field 'entities/{ent.name}/lookup_by'", f"'{ent.lookup_by}' is not a field",
                         "name one of the entity's fields")
+    tools = _declare(spec_path, spec, tools, entities)
     _check_structure(spec_path, spec["name"], spec, tools, entities)
     actions = {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
                for t, a in spec.get("actions", {}).items()}

@@ -13,7 +13,7 @@ import yaml
 
 from sim_pipeline import defaults
 from sim_pipeline.axes import validated_constraints
-from sim_pipeline.domain import DOMAINS_DIR, load_domain, tool_kind
+from sim_pipeline.domain import DOMAINS_DIR, load_domain
 from sim_pipeline.errors import DomainPackError, SimPipelineError
 
 SHIPPED = sorted(p.name for p in DOMAINS_DIR.iterdir() if (p / "domain.yaml").is_file())
@@ -51,16 +51,8 @@ def test_shipped_pack_writes_act_on_a_record(name: str) -> None:
 def test_it_helpdesk_mixes_tool_classes() -> None:
     kinds = {t.name: t.kind for t in load_domain("it_helpdesk").tools}
     assert kinds["reset_password"] == kinds["grant_access"] == kinds["revoke_access"] == "destructive"
-    assert kinds["get_account"] == kinds["verify_identity"] == kinds["list_tickets"] == "read"
+    assert kinds["get_account"] == kinds["list_tickets"] == "read" and kinds["verify_identity"] == "verify"
     assert kinds["create_ticket"] == "create" and kinds["update_phone"] == "update"
-
-
-@pytest.mark.parametrize(("name", "kind"), [
-    ("get_order", "read"), ("reset_password", "destructive"), ("createTicket", "create"),
-    ("update-phone", "update"), ("unlock_account", "update"),
-])
-def test_tool_kind_comes_from_the_first_verb(name: str, kind: str) -> None:
-    assert tool_kind(name) == kind
 
 
 # -- broken packs -----------------------------------------------------------------------------------
@@ -277,3 +269,56 @@ def test_rule_ids_that_are_not_snake_case_are_refused_not_dropped(pack: Path, ru
     policy = pack / "policy.md"
     policy.write_text(policy.read_text() + f"- **{rule_id}**: A rule an author wrote with another id style.\n")
     _fails(pack, "policy.md", f"rule id '{rule_id}' is not lower_snake_case", f"Fix: write it as '**{suggested}**'")
+
+
+# -- declared tool kinds -----------------------------------------------------------------------------
+def _rename_tool(pack: Path, old: str, new: str) -> None:
+    schema = json.loads((pack / "tools" / f"{old}.json").read_text())
+    schema["function"]["name"] = new
+    (pack / "tools" / f"{old}.json").unlink()
+    (pack / "tools" / f"{new}.json").write_text(json.dumps(schema))
+    text = (pack / "domain.yaml").read_text().replace(old, new)
+    (pack / "domain.yaml").write_text(text)
+
+
+def test_declared_kinds_entities_and_phrases_override_the_name(pack: Path) -> None:
+    _rename_tool(pack, "verify_customer", "confirm_identity")  # no verify verb: the rule needs the declaration
+    _rename_tool(pack, "cancel_order", "voidOrder")
+    _edit_yaml(pack / "domain.yaml", lambda s: s.update(tools={
+        "confirm_identity": {"kind": "verify"},
+        "voidOrder": {"kind": "update", "entity": "order", "phrase": "void my order"}}))
+    domain = load_domain(pack)
+    assert domain.tool("confirm_identity").kind == "verify"
+    void = domain.tool("voidOrder")
+    assert (void.kind, void.writes, void.entity, void.phrase) == ("update", True, "order", "void my order")
+    assert domain.entity_for(void).name == "order"
+    assert domain.tool("get_order").kind == "read" and domain.tool("get_order").phrase is None  # undeclared: guessed
+
+
+def test_undeclared_verify_tool_without_a_verify_verb_is_refused(pack: Path) -> None:
+    _rename_tool(pack, "verify_customer", "confirm_identity")
+    _fails(pack, "domain.yaml", "'confirm_identity' is not a verify tool", "declare it under tools: "
+           "(confirm_identity: {kind: verify})")
+
+
+def test_declaration_for_an_unknown_tool(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s.update(tools={"ship_order": {"kind": "update"}}))
+    _fails(pack, "domain.yaml", "field 'tools/ship_order': no such tool in tools/", "Fix: use one of [")
+
+
+def test_declaration_with_an_unknown_kind(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s.update(tools={"get_order": {"kind": "fetch"}}))
+    _fails(pack, "domain.yaml", "field 'tools/get_order/kind'", "is not one of")
+
+
+def test_declaration_naming_an_unknown_entity(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s.update(tools={"get_order": {"entity": "parcel"}}))
+    _fails(pack, "domain.yaml", "field 'tools/get_order/entity': no entity 'parcel'", "Fix: use one of ['order']")
+
+
+def test_declared_write_that_cannot_name_its_record(pack: Path) -> None:
+    _edit_tool(pack, "update_address", lambda s: (s["function"]["parameters"]["properties"].pop("order_id"),
+                                                  s["function"]["parameters"]["required"].remove("order_id")))
+    _edit_yaml(pack / "domain.yaml", lambda s: (s.update(tools={"update_address": {"entity": "order"}}),
+                                                s["rules"]["verify_identity"]["tools"].remove("update_address")))
+    _fails(pack, "domain.yaml", "field 'tools/update_address/entity'", "takes neither 'order_id' nor its lookup field")

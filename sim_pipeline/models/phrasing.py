@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from sim_pipeline.protocol.tool_kinds import name_words
+
 # How a user names a read verb; other verbs are said as they are (cancel, refund, return...).
 VERB_PHRASES = {
     "get": "look up", "list": "see", "search": "find", "find": "find", "lookup": "look up", "check": "check on",
@@ -53,14 +55,17 @@ def words(name: str) -> str:
     return name.replace("_", " ").strip()
 
 
-def request_phrase(tool_name: str, description: str = "") -> tuple[str, str]:
+def request_phrase(tool_name: str, description: str = "", phrase: str | None = None) -> tuple[str, str]:
     """How a user asks for a tool's effect, and the noun they talk about: cancel_order -> ('cancel my order', 'order').
 
-    A friendlier verb (look up for get) is used only when the tool's description uses it too, so the request stays
-    recognisable to an agent that matches words against tool descriptions.
+    A pack's declared `phrase` wins. Otherwise a friendlier verb (look up for get) is used only when the tool's
+    description uses it too, so the request stays recognisable to an agent that matches words against tool
+    descriptions. Names may be snake_case, kebab-case or camelCase (getOrder -> 'get my order').
     """
-    parts = tool_name.split("_")
+    parts = name_words(tool_name) or [tool_name]
     verb, noun = parts[0], " ".join(parts[1:]) or "account"
+    if phrase:
+        return phrase, noun
     friendly = VERB_PHRASES.get(verb, verb)
     said = friendly if friendly.lower() in description.lower() else verb
     return f"{said} my {noun}", noun

@@ -28,6 +28,7 @@ from sim_pipeline.models.conversation import (
     tokens,
     transcript_digest,
 )
+from sim_pipeline.protocol.tool_kinds import first_verb, guess_kind, writes
 from sim_pipeline.seeding import digest, rng, short_id
 
 FAULTS_TRANSIENT = ("timeout", "rate_limited", "stale")
@@ -153,7 +154,7 @@ class _Turn:
         noun = id_param.removesuffix("_id")
         for name, fn in sorted(self.tools.items()):
             req = fn["parameters"].get("required", [])
-            if name.split("_")[0] in ("list", "search", "find") and id_param not in req and noun in name + fn["description"]:
+            if first_verb(name) in ("list", "search", "find") and id_param not in req and noun in name + fn["description"]:
                 return name
         return None
 
@@ -238,7 +239,7 @@ class _Turn:
 
     def off_topic(self) -> list[Option]:
         title = self.policy.get("title", "our service")
-        reads = sorted(n for n in self.tools if n.split("_")[0] in ("get", "list", "search", "check", "track"))
+        reads = sorted(n for n in self.tools if guess_kind(n) == "read")
         options = [Option("decline", 0.0, _text(f"I'm sorry, I can only help with {title} requests. "
                                                   "Is there anything about your account I can do?"))]
         if reads:
@@ -325,7 +326,7 @@ class _Turn:
             if status in SUCCESS:
                 return None  # a helper step succeeded: plan the next step
         if last.name == intent and status in SUCCESS:
-            if intent.split("_")[0] in defaults.READ_VERBS:
+            if not writes(guess_kind(intent)):  # the agent sees names only: it guesses what a tool does
                 record = next((v for v in last.result.values() if isinstance(v, (dict, list))), {})
                 return [Option("answer", 0.0, _text(f"Here is what I found: {record}"))]
             return [Option("report_success", 0.0, _text(

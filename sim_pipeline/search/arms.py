@@ -132,7 +132,7 @@ class Arms:
         if self.ctx.gateway is None or not situation.intent_tool:
             return None
         tool = self.ctx.domain.tool(situation.intent_tool)
-        request, noun = request_phrase(tool.name, tool.description) if tool else (None, "account")
+        request, noun = request_phrase(tool.name, tool.description, tool.phrase) if tool else (None, "account")
         shown = {k: situation.facts[k] for k in situation.opening_facts if k in situation.facts}
         card = {"request": request, "noun": noun, "facts": shown, "stance": situation.cell["stance"],
                 "history": situation.cell["history"]}

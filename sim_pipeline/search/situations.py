@@ -13,7 +13,7 @@ from sim_pipeline.domain import Action, Domain, Entity, Tool
 from sim_pipeline.models.phrasing import phrasings, request_phrase
 from sim_pipeline.seeding import rng, short_id
 from sim_pipeline.situation import AXES, Situation
-from sim_pipeline.world.infer import DELETE_VERBS, Binding, bind, default_action, makes_record, snake
+from sim_pipeline.world.infer import Binding, bind, default_action, makes_record
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.oracle import passes_without_tools
 from sim_pipeline.world.reference import solve
@@ -187,7 +187,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
         effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()
                   if not v.startswith("$") or v[1:] in facts}
         if notes.pop("already_applied", False) and record is not None and entity is not None:
-            if not event_like and snake(tool.name).split("_")[0] in DELETE_VERBS:
+            if not event_like and tool.kind == "delete":
                 upserts = [(e, r) for e, r in upserts if r is not record]  # already deleted: the record is gone
                 deletes.append((entity.name, entity_id or ""))
             else:
@@ -216,7 +216,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
         goal = f"You want an answer to an off-topic question: {request}"
         texts = tuple(request for _ in range(n_phrasings))
     else:
-        request, noun = request_phrase(tool.name, tool.description)
+        request, noun = request_phrase(tool.name, tool.description, tool.phrase)
         notes["request"] = request
         shown = {k: (notes.get("wrong_value", {}).get(k, v)) for k, v in facts.items() if k in opening_facts}
         goal = f"You want to {request} ({tool.description.split('.')[0].lower()})."

@@ -27,14 +27,14 @@ from typing import Any
 import jsonschema
 
 from sim_pipeline import defaults
-from sim_pipeline.domain import Action, Domain, Entity, FieldSpec, Tool, tool_kind
+from sim_pipeline.domain import Action, Domain, Entity, FieldSpec, Tool
 from sim_pipeline.errors import WorldError
+from sim_pipeline.protocol.tool_kinds import first_verb, guess_kind, reads
 from sim_pipeline.world.values import field_spec
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ID = re.compile(r"^(?P<noun>[a-z][a-z0-9_]*?)_id$")
 _CUT = {"by", "for", "from", "with", "of", "to", "in", "on", "at", "as"}  # words after which a name stops naming the noun
-DELETE_VERBS = ("delete", "remove", "purge", "erase", "destroy")  # writes that remove the record itself
 _PAST = {"reset": "reset", "send": "sent", "pay": "paid", "set": "set", "cancel": "cancelled", "shut": "shut",
          "put": "put", "run": "ran", "undo": "undone", "stop": "stopped", "ship": "shipped", "drop": "dropped"}
 
@@ -101,14 +101,15 @@ def is_id_argument(name: str) -> bool:
 def default_action(tool: Tool, id_argument: str | None = None) -> Action:
     """The effect of a writing tool with no declared action.
 
-    A destructive tool sets `status` to its verb's past tense (cancel -> cancelled); an update tool sets each
-    required non-id argument to the call's value (`$argument`), or `status` like a destructive one when it has none.
+    A destructive (or delete) tool sets `status` to its verb's past tense (cancel -> cancelled); an update tool sets
+    each required non-id argument to the call's value (`$argument`), or `status` like a destructive one when it has
+    none.
     """
-    verb = snake(tool.name).split("_")[0]
+    verb = first_verb(tool.name)
     if tool.kind == "update":
         sets = {p: f"${p}" for p in tool.required if p != id_argument and not is_id_argument(p)}
         return Action(tool.name, sets or {"status": past_tense(verb)}, {})
-    if tool.kind == "destructive":
+    if tool.kind in ("destructive", "delete"):
         return Action(tool.name, {"status": past_tense(verb)}, {})
     return Action(tool.name, {}, {})
 
@@ -151,7 +152,7 @@ def parse_tools(tools: Sequence[Mapping[str, Any]]) -> tuple[Tool, ...]:
                              "Fix: use {\"type\": \"object\", \"properties\": {...}}")
         description = str(fn.get("description", ""))
         schema = {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
-        parsed[name] = Tool(name, description, params, schema, tool_kind(name))
+        parsed[name] = Tool(name, description, params, schema, guess_kind(name))
     return tuple(parsed[n] for n in sorted(parsed))
 
 
@@ -234,7 +235,7 @@ def _entity(noun: str, tools: tuple[Tool, ...], bindings: Mapping[str, tuple[str
     fields: dict[str, FieldSpec] = {}
     keys: list[str] = []
     for tool in tools:
-        if bindings[tool.name][0] != noun or tool.kind == "destructive":
+        if bindings[tool.name][0] != noun or tool.kind in ("destructive", "delete"):
             continue
         props = tool.parameters.get("properties", {})
         for arg, spec in props.items():
@@ -243,7 +244,7 @@ def _entity(noun: str, tools: tuple[Tool, ...], bindings: Mapping[str, tuple[str
             if not isinstance(spec, dict):
                 continue
             fields.setdefault(arg, field_spec(arg, spec))
-            if tool.kind == "read" and arg in tool.required and fields[arg].kind not in ("enum", "integer", "money"):
+            if reads(tool.kind) and arg in tool.required and fields[arg].kind not in ("enum", "integer", "money"):
                 keys.append(arg)
     lookup = next((n for w in defaults.WORLD_LOOKUP_ARGUMENTS for n in fields if snake(n) == w), None)
     lookup = lookup or next((n for n, f in fields.items() if f.kind == "email"), None)
@@ -271,4 +272,4 @@ def makes_record(tool: Tool, binding: Binding) -> bool:
         return False
     if binding.entity.lookup_by not in tool.parameters.get("properties", {}):
         return True
-    return binding.synthetic and tool.kind == "destructive" and snake(tool.name).split("_")[0] not in DELETE_VERBS
+    return binding.synthetic and tool.kind == "destructive"

@@ -27,7 +27,7 @@ from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import confirmed_before, replied_after, replies, tool_turns
-from sim_pipeline.world.infer import DELETE_VERBS, bind, makes_record, snake
+from sim_pipeline.world.infer import bind, makes_record
 from sim_pipeline.world.sandbox import Event, Sandbox
 from sim_pipeline.world.state import State
 
@@ -77,7 +77,7 @@ def _kind(domain: Domain, intent: Tool | None) -> str:
         return "read"
     if makes_record(intent, bind(domain, intent)):
         return "new"  # nothing existing is named: the write makes a record (a create, a sent message)
-    return "remove" if snake(intent.name).split("_")[0] in DELETE_VERBS else "change"
+    return "remove" if intent.kind == "delete" else "change"
 
 
 def over_limit(domain: Domain, situation: Situation) -> bool:

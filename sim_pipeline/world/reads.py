@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sim_pipeline import defaults
-from sim_pipeline.domain import Domain, Entity, is_verify_tool
+from sim_pipeline.domain import Domain, Entity
 from sim_pipeline.seeding import rng
 from sim_pipeline.world.infer import is_synthetic, plural, snake
 from sim_pipeline.world.options import WorldOptions
@@ -101,7 +101,7 @@ class Reader:
     def _read_one(self, compiled: CompiledTool, args: dict[str, Any], ent: Entity, key: str,
                   record: dict[str, Any]) -> dict[str, Any]:
         tool = compiled.tool
-        if is_verify_tool(tool.name):
+        if tool.kind == "verify":
             # A verify tool checks what the caller states against the record, and shows nothing of it.
             checks = {k: v for k, v in args.items() if k != compiled.binding.id_argument}
             result = {"status": "ok", "verified": all(same(record.get(k, ""), v) for k, v in checks.items())}

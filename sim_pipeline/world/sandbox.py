@@ -22,7 +22,8 @@ from sim_pipeline.errors import WorldError
 from sim_pipeline.seeding import rng
 from sim_pipeline.world import faults
 from sim_pipeline.world.arguments import CompiledTool, as_object, compiled_tools, rejection
-from sim_pipeline.world.infer import DELETE_VERBS, default_action, infer_domain, snake
+from sim_pipeline.world.compute import compute_result
+from sim_pipeline.world.infer import default_action, infer_domain
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.reads import Reader
 from sim_pipeline.world.setup import FAULT_STATUS, PENDING_FIELD, UNKNOWN_VALUE, Fault, WorldSetup
@@ -40,7 +41,8 @@ STATUSES = (
 )
 ERRORS = (
     "missing_required", "invalid_argument", "placeholder_argument",  # the arguments
-    "unknown_tool", "invalid_state", "state_unknown", "ambiguous", "no_free_id", "world_error",  # the world
+    "unknown_tool", "invalid_state", "state_unknown", "ambiguous", "no_free_id", "invalid_expression",  # the world
+    "world_error",
 )  # the `error` of a rejected result
 APPLIED = ("created", "updated", "deleted")  # statuses of a write that changed the world
 
@@ -156,8 +158,14 @@ class Sandbox(Reader):
         tool, binding = compiled.tool, compiled.binding
         ent = binding.entity
         if ent is None:
-            return self._event(compiled, args, None) if tool.writes else self._log(
-                tool.name, args, {"status": "ok", "result": dict(sorted(args.items()))})
+            if tool.writes:
+                return self._event(compiled, args, None)
+            if tool.kind == "compute":
+                return self._log(tool.name, args, compute_result(args, compiled.properties))
+            if tool.kind == "transfer":
+                return self._log(tool.name, args, {"status": "ok", "transferred": True,
+                                                   "message": "the conversation is handed to a human agent"})
+            return self._log(tool.name, args, {"status": "ok", "result": dict(sorted(args.items()))})
         if binding.id_argument is not None and binding.id_argument in args:
             key = record_key(args[binding.id_argument])
             record = self._lookup(ent, key, args[binding.id_argument])
@@ -196,7 +204,7 @@ class Sandbox(Reader):
 
     # -- writes ---------------------------------------------------------------------------------------------------
     def _deletes(self, compiled: CompiledTool) -> bool:
-        return snake(compiled.tool.name).split("_")[0] in DELETE_VERBS
+        return compiled.tool.kind == "delete"
 
     def _effect(self, action: Action, args: dict[str, Any]) -> dict[str, Any]:
         return {k: (args[v[1:]] if v.startswith("$") else v) for k, v in action.sets.items()
