@@ -33,10 +33,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Materialize every step for one seed and the domain's versions, then print the summary."""
     from sim_pipeline.defs.launch import materialize_domain, sync_partitions
     from sim_pipeline.domain import load_domain
+    from sim_pipeline.models.confusable import confusable_pairs
     from sim_pipeline.registry import load_registry, versions_for
     from sim_pipeline.report import render
 
-    load_domain(args.domain)  # a bad pack fails here, with its message, before any run starts
+    domain = load_domain(args.domain)  # a bad pack fails here, with its message, before any run starts
     versions = versions_for(load_registry(), args.domain)
     if args.versions:
         unknown = sorted(set(args.versions) - {v.slug for v in versions})
@@ -46,6 +47,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         versions = [v for v in versions if v.slug in args.versions]
     if not versions:
         raise SimPipelineError(f"no policy version serves domain '{args.domain}'. Fix: add one to data/policies.yaml")
+    if any(v.model.startswith("sim/") for v in versions):  # only the embedded agent picks tools by word overlap
+        for pair in confusable_pairs(domain):
+            print(f"warning: {pair.sentence}", file=sys.stderr)
     started = time.perf_counter()
     instance = _instance()
     sync_partitions(instance, [args.domain])

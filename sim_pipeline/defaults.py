@@ -27,6 +27,8 @@ HISTORIES: tuple[str, ...] = (
     "fresh", "prior_failure", "prior_partial_action", "contradicts_earlier", "repeat_visit",
 )  # the reference engine's conversation histories
 MAX_RULES = 16  # the reference caps rule values at 16 clauses; more makes the grid too large to cover cheaply
+DEFAULT_ID_SAMPLES = ("1000", "48213", "99999")  # default record ids (digits in WorldOptions.id_range): when a tool's
+# id argument has a pattern these fail, the entity's ids are drawn from that pattern instead
 RISK_DESTRUCTIVE_HIGH = 1.0  # destructive tool with a hostile stance or a faulty condition
 RISK_DESTRUCTIVE = 0.3  # destructive tool otherwise
 RISK_READ = 0.1  # read-only tool: a wrong answer, no damage
@@ -84,6 +86,8 @@ WORLD_LOOKUP_ARGUMENTS = (
 WORLD_QUERY_ARGUMENTS = ("query", "q", "search", "keyword", "keywords", "term")  # free-text search: substring match
 WORLD_PATTERN_MAX_REPEAT = 6  # copies an open regex quantifier (+, *, {n,}) draws at most: short, readable values
 WORLD_SCHEMA_MAX_DEPTH = 8  # nesting levels drawn for object/array fields; deeper parts are left null
+WORLD_ARRAY_EXTRA_ITEMS = 2  # a drawn list holds minItems to minItems + 2 items (within maxItems): an order of one to
+# three dishes, not always exactly the minimum
 WORLD_ID_DRAW_TRIES = 1000  # fresh-id draws before an id space (e.g. an enum of 3 ids) counts as exhausted
 WORLD_PHONE_AREA_CODES = ("212", "312", "415", "617")  # US area codes; the 555 exchange keeps numbers fictional
 WORLD_RECORDS_PER_ENTITY = 40  # enough records that lookups by email return several hits, small enough to snapshot
@@ -136,8 +140,10 @@ MAX_NOOP_FLOOR = 0.10  # held-out pass@1 an agent that never calls a tool may re
 MAX_ERROR_SHARE = 0.05  # rollout_health fails above this share of ungraded (errored) rollouts: past 5% the graded
 # rest is no longer the sample that was planned (errors cluster on long, tool-heavy or faulted situations), so pass@k
 # and the delta would describe a different task mix; below it a re-run of the errored rows is the cheaper fix
-WORLD_FIT_MAX_REJECTED_SHARE = 0.10  # a tool whose calls break its schema (missing or invalid arguments) more often
-# than this is modelled badly, or cannot be called as its schema asks: issue 13's bar for a shipped pack
+WORLD_FIT_MAX_REJECTED_SHARE = 0.10  # a tool whose calls are refused for values the user or a tool supplied more
+# often than this is modelled badly (the world's values do not fit its schemas): issue 13's bar for a shipped pack
+WORLD_FIT_MIN_TOLD_LENGTH = 3  # a refused value shorter than this is not looked for in the conversation: "1" or "ok"
+# would be found anywhere
 WORLD_FIT_MIN_WRITE_SHARE = 0.80  # a well-formed, unfaulted call for an expected write must go through at least this
 # often, else the world refuses what its own situations ask for (issue 13's bar: 80% of write-expected situations)
 COMPUTE_MAX_LENGTH = 200  # a calculator expression longer than this is refused (a real one is a line of arithmetic)

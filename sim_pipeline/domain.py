@@ -61,7 +61,11 @@ class Rule:
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """How the world draws one entity field."""
+    """How the world draws one entity field.
+
+    `kind` is a domain.yaml kind; a `list` or `object` field becomes kind `schema` with its JSON Schema as the one
+    value (drawn schema-true, world/values.py), a `link` field holds the id of a record of the entity in `values[0]`.
+    """
 
     name: str
     kind: str
@@ -78,6 +82,11 @@ class Entity:
     id_argument: str
     fields: tuple[FieldSpec, ...]
     lookup_by: str | None = None
+    id_pattern: str | None = None  # the shape of this entity's ids (a regex); None: digits in WorldOptions.id_range
+
+    def links(self) -> dict[str, str]:
+        """Link fields: field name -> the entity whose id it holds (order.customer_id -> customer)."""
+        return {f.name: f.values[0] for f in self.fields if f.kind == "link"}
 
 
 @dataclass(frozen=True)
@@ -296,6 +305,90 @@ def _declare(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...], entities
     return tuple(out)
 
 
+def _argument_schema(tools: tuple[Tool, ...], name: str) -> dict[str, Any] | None:
+    """The schema of the first tool argument (tools in name order) called `name`."""
+    return next((t.parameters["properties"][name] for t in sorted(tools, key=lambda t: t.name)
+                 if isinstance(t.parameters.get("properties", {}).get(name), dict)), None)
+
+
+def _field(path: Path, entity: str, name: str, spec: dict[str, Any], tools: tuple[Tool, ...]) -> FieldSpec:
+    """One entity field; `list`/`object` take their JSON Schema from `schema`, else from the tool argument of the same
+    name (so drawn values are what the tools accept), `link` names the entity whose record id it holds."""
+    where = f"field 'entities/{entity}/fields/{name}'"
+    kind = spec["kind"]
+    if kind == "link":
+        if "entity" not in spec:
+            raise _fail(path, where, "kind link without entity", "name the entity it links to, e.g. entity: customer")
+        return FieldSpec(name, "link", (spec["entity"],))
+    if kind in ("list", "object"):
+        schema = spec.get("schema") or _argument_schema(tools, name)
+        wanted = "array" if kind == "list" else "object"
+        if schema is None:
+            raise _fail(path, where, f"kind {kind} without a schema, and no tool argument '{name}' to take one from",
+                        f"give its JSON Schema under 'schema' (type: {wanted})")
+        if schema.get("type") != wanted:
+            raise _fail(path, where, f"kind {kind} but its schema's type is {schema.get('type')!r}",
+                        f"use a schema of type {wanted} (or kind {'object' if kind == 'list' else 'list'})")
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise _fail(path, where, f"schema is not a valid JSON Schema ({exc.message})", "fix the schema") from None
+        return FieldSpec(name, "schema", (json.dumps(schema, sort_keys=True),))
+    return FieldSpec(name, kind, tuple(spec.get("values", ())), spec.get("min"), spec.get("max"))
+
+
+def _id_pattern(path: Path, entity: str, spec: dict[str, Any], tools: tuple[Tool, ...]) -> str | None:
+    """The entity's id shape: declared `id_pattern`, else the id argument's `pattern` when default ids break it."""
+    pattern = spec.get("id_pattern")
+    argument = _argument_schema(tools, spec["id_argument"]) or {}
+    if pattern is None and isinstance(argument.get("pattern"), str) and not all(
+            re.search(argument["pattern"], str(sample)) for sample in defaults.DEFAULT_ID_SAMPLES):
+        pattern = argument["pattern"]  # the default digits would fail the tools' own schema
+    if pattern is None:
+        return None
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise _fail(path, f"field 'entities/{entity}/id_pattern'", f"not a regular expression ({exc})",
+                    "write a regex such as ^C[0-9]{4}$") from None
+    return pattern
+
+
+def _check_facts(path: Path, facts: dict[str, list[Any]], tools: tuple[Tool, ...]) -> None:
+    """Every pooled fact value fits each tool argument of its name that draws from the pool (an argument with an
+    `enum` draws from the enum instead): a user's value the schema refuses would make every call with it a
+    rejection, and the pack would measure nothing."""
+    for name, pool in facts.items():
+        for tool in sorted(tools, key=lambda t: t.name):
+            schema = tool.parameters.get("properties", {}).get(name)
+            if not isinstance(schema, dict) or "enum" in schema:
+                continue
+            checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+            bad = next((v for v in pool if not checker.is_valid(v)), None)
+            if bad is not None:
+                error = jsonschema.exceptions.best_match(checker.iter_errors(bad))
+                raise _fail(path, f"field 'facts/{name}'", f"value {bad!r} does not fit argument '{name}' of "
+                            f"{tool.name} ({error.message})", "write pool values the tool's schema accepts, or drop "
+                            "the pool and let the world draw values from the schema")
+
+
+def _check_links(path: Path, entities: tuple[Entity, ...]) -> None:
+    """Links name declared entities, and no two entities share an id shape (an id must say whose it is)."""
+    names = {e.name for e in entities}
+    for ent in entities:
+        for field, target in ent.links().items():
+            if target not in names:
+                raise _fail(path, f"field 'entities/{ent.name}/fields/{field}/entity'", f"no entity '{target}'",
+                            f"link to one of {sorted(names)}")
+    shapes: dict[str, str] = {}
+    for ent in entities:
+        if ent.id_pattern is not None and ent.id_pattern in shapes:
+            raise _fail(path, f"field 'entities/{ent.name}/id_pattern'", f"the same id pattern as entity "
+                        f"'{shapes[ent.id_pattern]}'", "give each entity its own id shape (e.g. a letter prefix)")
+        if ent.id_pattern is not None:
+            shapes[ent.id_pattern] = ent.name
+
+
 def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
     tools = tuple(spec.get("tools", ())) or ((spec["tool"],) if "tool" in spec else ())
     return Rule(rule_id, text, kind=spec.get("kind"), tools=tools, verify_tool=spec.get("verify_tool"),
@@ -332,12 +425,11 @@ def load_domain(name_or_path: str | Path) -> Domain:
     structure = spec.get("rules", {})
     rules = tuple(_rule(rid, text, structure.get(rid, {})) for rid, text in parsed_rules)
     entities = tuple(
-        Entity(name, e["id_argument"],
-               tuple(FieldSpec(f, s["kind"], tuple(s.get("values", ())), s.get("min"), s.get("max"))
-                     for f, s in e["fields"].items()),
-               e.get("lookup_by"))
+        Entity(name, e["id_argument"], tuple(_field(spec_path, name, f, s, tools) for f, s in e["fields"].items()),
+               e.get("lookup_by"), _id_pattern(spec_path, name, e, tools))
         for name, e in spec["entities"].items()
     )
+    _check_links(spec_path, entities)
     for ent in entities:
         for fs in ent.fields:
             if fs.kind == "enum" and not fs.values:
@@ -347,6 +439,7 @@ def load_domain(name_or_path: str | Path) -> Domain:
             raise _fail(spec_path, f"field 'entities/{ent.name}/lookup_by'", f"'{ent.lookup_by}' is not a field",
                         "name one of the entity's fields")
     tools = _declare(spec_path, spec, tools, entities)
+    _check_facts(spec_path, spec.get("facts", {}), tools)
     _check_structure(spec_path, spec["name"], spec, tools, entities)
     actions = {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
                for t, a in spec.get("actions", {}).items()}

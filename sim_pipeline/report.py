@@ -103,21 +103,21 @@ def fit_table(summaries: list[VersionSummary]) -> list[str]:
         return []
     tools = list(dict.fromkeys(t for s in shown for t in s.fit["tool"]))  # type: ignore[index]
     width = max(len(t) for t in tools)
-    lines = ["  world fit     per tool: calls, share that broke the schema, expected writes applied/expected "
-             "(well-formed tries)",
-             ("    " + " " * width + "".join(f"  {s.slug:<30}" for s in shown)).rstrip()]
+    lines = ["  world fit     per tool: calls, share that broke the schema (of them, with values the user or a tool "
+             "gave), expected writes applied/expected (well-formed tries)",
+             ("    " + " " * width + "".join(f"  {s.slug:<36}" for s in shown)).rstrip()]
     for tool in tools:
         cells = []
         for s in shown:
             row = s.fit[s.fit["tool"] == tool]  # type: ignore[index]
             if not len(row):
-                cells.append(f"  {'-':<30}")
+                cells.append(f"  {'-':<36}")
                 continue
             r = row.iloc[0]
-            cell = f"{int(r.calls):>4} calls {r.schema_rejected:>6.1%}"
+            cell = f"{int(r.calls):>4} calls {r.invalid_argument + r.missing_required:>6.1%} ({r.told_rejected:.0%})"
             if r.writes and r.write_expected:
                 cell += f" {int(r.write_applied)}/{int(r.write_expected)} ({int(r.write_tried)})"
-            cells.append(f"  {cell:<30}")
+            cells.append(f"  {cell:<36}")
         lines.append((f"    {tool:<{width}}" + "".join(cells)).rstrip())
     return lines
 

@@ -30,7 +30,7 @@ class Situation:
     intent_tool: str | None  # the tool that achieves the goal; None when no tool fits
     entity: str | None
     entity_id: str | None  # the id the user refers to; may not exist in the world
-    facts: dict[str, str]  # what the user knows: argument name -> value
+    facts: dict[str, Any]  # what the user knows: argument name -> value (text, or a list/object for nested arguments)
     opening_facts: tuple[str, ...]  # facts the opening message gives away
     expect_write: bool  # whether a correct agent ends with the intended write applied
     effect: dict[str, Any]  # the fields the intended write sets

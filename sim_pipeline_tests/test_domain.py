@@ -20,8 +20,8 @@ SHIPPED = sorted(p.name for p in DOMAINS_DIR.iterdir() if (p / "domain.yaml").is
 
 
 # -- the shipped packs ------------------------------------------------------------------------------
-def test_both_shipped_packs_are_present() -> None:
-    assert {"retail", "it_helpdesk"} <= set(SHIPPED)
+def test_the_shipped_packs_are_present() -> None:
+    assert {"retail", "it_helpdesk", "food_delivery"} <= set(SHIPPED)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -322,3 +322,58 @@ def test_declared_write_that_cannot_name_its_record(pack: Path) -> None:
     _edit_yaml(pack / "domain.yaml", lambda s: (s.update(tools={"update_address": {"entity": "order"}}),
                                                 s["rules"]["verify_identity"]["tools"].remove("update_address")))
     _fails(pack, "domain.yaml", "field 'tools/update_address/entity'", "takes neither 'order_id' nor its lookup field")
+
+
+# -- structured fields, links and id shapes ----------------------------------------------------------------------
+def test_link_to_an_unknown_entity(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"]["fields"].update(
+        customer_id={"kind": "link", "entity": "customer"}))
+    _fails(pack, "domain.yaml", "field 'entities/order/fields/customer_id/entity': no entity 'customer'",
+           "Fix: link to one of ['order']")
+
+
+def test_link_without_an_entity(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"]["fields"].update(customer_id={"kind": "link"}))
+    _fails(pack, "domain.yaml", "field 'entities/order/fields/customer_id': kind link without entity")
+
+
+def test_list_field_without_a_schema(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"]["fields"].update(lines={"kind": "list"}))
+    _fails(pack, "domain.yaml", "field 'entities/order/fields/lines': kind list without a schema, and no tool "
+           "argument 'lines'", "Fix: give its JSON Schema under 'schema' (type: array)")
+
+
+def test_object_field_whose_schema_is_not_an_object(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"]["fields"].update(
+        box={"kind": "object", "schema": {"type": "array"}}))
+    _fails(pack, "domain.yaml", "field 'entities/order/fields/box': kind object but its schema's type is 'array'")
+
+
+def test_list_field_takes_the_tool_arguments_schema(pack: Path) -> None:
+    lines = {"type": "array", "items": {"type": "object", "required": ["sku"], "properties": {"sku": {
+        "type": "string", "pattern": "^SKU[0-9]{3}$"}}}, "minItems": 1}
+    _edit_tool(pack, "return_item", lambda s: s["function"]["parameters"]["properties"].update(lines=lines))
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"]["fields"].update(lines={"kind": "list"}))
+    field = next(f for f in load_domain(pack).entities[0].fields if f.name == "lines")
+    assert (field.kind, json.loads(field.values[0])) == ("schema", lines)
+
+
+def test_two_entities_with_one_id_shape(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: (
+        s["entities"]["order"].update(id_pattern="^[0-9]{5}$"),
+        s["entities"].update(parcel={"id_argument": "order_id", "id_pattern": "^[0-9]{5}$",
+                                     "fields": {"weight": {"kind": "integer"}}})))
+    _fails(pack, "domain.yaml", "field 'entities/parcel/id_pattern': the same id pattern as entity 'order'",
+           "Fix: give each entity its own id shape")
+
+
+def test_id_pattern_that_is_not_a_regex(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"].update(id_pattern="^[0-9{5}$"))
+    _fails(pack, "domain.yaml", "field 'entities/order/id_pattern': not a regular expression")
+
+
+def test_pool_value_the_schema_refuses(pack: Path) -> None:
+    _edit_tool(pack, "update_address", lambda s: s["function"]["parameters"]["properties"]["address"].update(
+        maxLength=12))
+    _fails(pack, "domain.yaml", "field 'facts/address': value '12 Harbor Lane Portland OR 97201' does not fit "
+           "argument 'address' of update_address", "Fix: write pool values the tool's schema accepts")

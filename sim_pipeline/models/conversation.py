@@ -15,6 +15,7 @@ from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, classify_reply
 from sim_pipeline.seeding import digest
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+_DECODER = json.JSONDecoder()
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _NUMBER = re.compile(r"\$?(\d+(?:\.\d+)?)")
 _AFFIRM = re.compile(r"\b(yes|yeah|yep|go ahead|please do|confirm(ed)?|do it|proceed)\b", re.IGNORECASE)
@@ -33,12 +34,14 @@ def phrase_of(name: str) -> str:
     return name.replace("_", " ")
 
 
-def extract(text: str, name: str, schema: dict[str, Any]) -> tuple[str | None, bool]:
+def extract(text: str, name: str, schema: dict[str, Any]) -> tuple[Any, bool]:
     """The value a text gives for one argument and whether it was said explicitly ('my order id is 48213').
 
     A value recognised only by its shape (an email, a number matching the schema's pattern) is implicit: it fills
     a gap but never overrides something said explicitly (a zip code must not replace an order id).
     """
+    if schema.get("type") in ("array", "object"):
+        return _structured(text, name)
     said = re.search(rf"\b{re.escape(phrase_of(name))}\s+(?:is|:|=)\s+(.+?)(?:\.\s|\.$|,\s|;|\?|!|$)", text,
                      re.IGNORECASE)
     if said:
@@ -53,6 +56,18 @@ def extract(text: str, name: str, schema: dict[str, Any]) -> tuple[str | None, b
     if pattern:
         hits = [t for t in tokens(text) if re.fullmatch(pattern, t)]
         return (hits[-1] if hits else None), False
+    return None, False
+
+
+def _structured(text: str, name: str) -> tuple[Any, bool]:
+    """A list or object the text gives as JSON after the argument's words ('my items is [{...}]'), parsed."""
+    for match in re.finditer(rf"\b{re.escape(phrase_of(name))}\s+(?:is|are|:|=)\s+(?=[\[{{])", text, re.IGNORECASE):
+        try:
+            value, _ = _DECODER.raw_decode(text, match.end())
+        except ValueError:
+            continue
+        if isinstance(value, (list, dict)):
+            return value, True
     return None, False
 
 
@@ -134,14 +149,15 @@ def read(messages: list[dict[str, Any]]) -> Reading:
     return out
 
 
-def known_values(reading: Reading, properties: dict[str, dict[str, Any]]) -> dict[str, str]:
+def known_values(reading: Reading, properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Argument values the conversation grounds: said by the user (later corrections win) or returned by a tool."""
-    known: dict[str, str] = {}
+    known: dict[str, Any] = {}
     for turn in reading.turns:
         record = next((v for v in turn.result.values() if isinstance(v, dict)), None)
         for name in properties:
             if record is not None and name in record and record[name] not in (None, "unknown"):
-                known[name] = str(record[name])
+                value = record[name]
+                known[name] = value if isinstance(value, (list, dict)) else str(value)
     explicit: set[str] = set()
     for text in reading.user_texts:
         for name, schema in properties.items():

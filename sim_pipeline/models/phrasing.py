@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -74,10 +75,15 @@ def request_phrase(tool_name: str, description: str = "", phrase: str | None = N
 PERSONAL = ("id", "email", "name", "address", "phone", "username")  # facts a user calls "my ..."
 
 
+def said_value(value: Any) -> str:
+    """A fact's value as text: a list or object as compact JSON (what a user pastes from an app), else as is."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else str(value)
+
+
 def fact_sentence(name: str, value: Any) -> str:
     """One fact as the user says it: 'My order id is 48213.' / 'The amount is 650.0.'"""
     owner = "My" if any(name == p or name.endswith("_" + p) for p in PERSONAL) else "The"
-    return f"{owner} {words(name)} is {value}."
+    return f"{owner} {words(name)} is {said_value(value)}."
 
 
 def opening(stance: str, history: str, request: str, noun: str, facts: dict[str, Any], variant: int) -> str:

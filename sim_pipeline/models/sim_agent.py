@@ -28,6 +28,7 @@ from sim_pipeline.models.conversation import (
     tokens,
     transcript_digest,
 )
+from sim_pipeline.models.phrasing import said_value
 from sim_pipeline.protocol.tool_kinds import first_verb, guess_kind, writes
 from sim_pipeline.seeding import digest, rng, short_id
 
@@ -35,6 +36,10 @@ FAULTS_TRANSIENT = ("timeout", "rate_limited", "stale")
 SUCCESS = ("ok", "updated", "created", "deleted")
 _STOP_WORDS = {"a", "an", "the", "my", "to", "of", "i", "you", "is", "it", "me", "please", "and", "or", "for",
                "with", "can", "could", "would", "like", "hi", "hello", "id", "your", "this", "that", "be", "in", "on"}
+
+
+_FACT_SENTENCE = re.compile(r"\b(?:my|the|our)\s+[a-z ]{1,40}?\s+(?:is|are)\s+.+?(?:\.\s|\.$|$)",
+                            re.IGNORECASE)  # "My order id is 48213." / "The reason is ..." (up to the sentence's end)
 
 
 def _words(text: str) -> set[str]:
@@ -203,7 +208,8 @@ class _Turn:
     def intents(self) -> list[tuple[str | None, float]]:
         """Candidate intents (a tool name, or None: no tool fits) with logits from idf-weighted word overlap."""
         vocab = {n: _words(n.replace("_", " ") + " " + f["description"]) for n, f in self.tools.items()}
-        said = _words(" ".join(self.reading.user_texts))
+        # What the user wants, not the details they list: "my customer id is C0283" names a fact, not a tool.
+        said = _words(" ".join(_FACT_SENTENCE.sub(" ", t) for t in self.reading.user_texts))
         n_tools = len(vocab)
         df: dict[str, int] = {}
         for words in vocab.values():
@@ -288,7 +294,8 @@ class _Turn:
                     "it to a supervisor who will contact you.")),
                         Option("exceed_limit", self.flaw("exceed_limit", pressured=True), act, "exceed_limit")]
         if self.rules("confirm_before", intent) and not self.reading.confirmed:
-            summary = ", ".join(f"{phrase_of(k)} {v}" for k, v in sorted((self.args_for(intent, invent=False) or {}).items()))
+            summary = ", ".join(f"{phrase_of(k)} {said_value(v)}"
+                                for k, v in sorted((self.args_for(intent, invent=False) or {}).items()))
             return [Option("ask_confirmation", 0.0, _text(
                 f"To confirm: I will {phrase_of(intent)} ({summary}). Shall I go ahead?")),
                     Option("skip_confirmation", self.flaw("skip_confirmation", pressured=True), act, "skip_confirmation")]

@@ -22,7 +22,7 @@ import numpy as np
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import phrase_of, tokens, transcript_digest
-from sim_pipeline.models.phrasing import fact_sentence
+from sim_pipeline.models.phrasing import fact_sentence, said_value
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, ASKS_FOR_INFORMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
 from sim_pipeline.protocol.user_events import ASK, CONFIRM, LEAVE, PROVIDE_FACT, SATISFIED, USER_ACTION
 from sim_pipeline.seeding import rng, short_id
@@ -110,8 +110,8 @@ class SimUser:
                 card: dict[str, Any]) -> UserReply:
         wrong: dict[str, str] = card.get("wrong_value", {})
         said = " ".join(own_turns)
-        corrected = any(str(facts[k]) in t for t in own_turns[1:] for k in wrong if k in facts)
-        if wrong and not corrected and any(str(v) in said for v in wrong.values()):
+        corrected = any(said_value(facts[k]) in t for t in own_turns[1:] for k in wrong if k in facts)
+        if wrong and not corrected and any(said_value(v) in said for v in wrong.values()):
             key = next(iter(wrong))
             return _reply(f"Sorry, my mistake. {fact_sentence(key, facts[key])}", PROVIDE_FACT, "correct_mistake")
         asked = asked_facts(last, facts)
@@ -119,11 +119,11 @@ class SimUser:
             return _reply("I shouldn't need to give you all that. Just do it.", ASK, "push_back")
         if asked:
             # The mistaken user quotes the wrong value until told it does not work (the correction above).
-            values = {k: wrong[k] if k in wrong and str(wrong[k]) not in said else facts[k] for k in asked}
+            values = {k: wrong[k] if k in wrong and said_value(wrong[k]) not in said else facts[k] for k in asked}
             return _reply(" ".join(fact_sentence(k, v) for k, v in values.items()), PROVIDE_FACT, "reveal")
         # Asked something it cannot map to a fact ("What would you like me to do?"): say what it wants, and the
         # facts it has not given yet.
-        untold = [k for k in facts if str(facts[k]) not in said][:2]
+        untold = [k for k in facts if said_value(facts[k]) not in said][:2]
         text = f"I want to {card['request']}. " + " ".join(fact_sentence(k, facts[k]) for k in untold)
         return _reply(text.strip(), PROVIDE_FACT if untold else ASK, "state_goal")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import tokens, transcript_digest
-from sim_pipeline.models.phrasing import HISTORY_LINES, OPENINGS, words
+from sim_pipeline.models.phrasing import HISTORY_LINES, OPENINGS, said_value, words
 from sim_pipeline.seeding import rng
 
 GREETINGS = ("", "Hi there. ", "Hello, ", "Good morning! ", "Hey, ")
@@ -46,7 +46,7 @@ class SimWriter:
         for index in order:
             name, value = facts[int(index)]
             style = FACT_STYLES[choose(len(FACT_STYLES))]
-            said.append(style.format(name=words(name), Name=words(name).capitalize(), value=value))
+            said.append(style.format(name=words(name), Name=words(name).capitalize(), value=said_value(value)))
         request = card.get("request") or "get some help"
         body = template.format(request=request, noun=card.get("noun", "account"), facts=" ".join(said)).strip()
         first = body[0] if greeting.endswith(", ") else body[0].upper()  # "Hello, could..." / "Hi there. Could..."

@@ -20,8 +20,10 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_cal
                      ("tool_call_id", pa.string()), ("name", pa.string())])
 TOOL_EVENT = pa.struct([("index", pa.int64()), ("tool", pa.string()), ("arguments", pa.string()),
                         ("status", pa.string()), ("entity_id", pa.string()), ("applied", pa.bool_()),
-                        ("turn", pa.int64()), ("error", pa.string())])
-# turn: the message index of the tool result; error: a rejection's reason (missing_required, invalid_argument, ...)
+                        ("turn", pa.int64()), ("error", pa.string()),
+                        ("field", pa.string())])
+# turn: the message index of the tool result; error and field: a rejection's reason (missing_required,
+# invalid_argument, ...) and the argument it is about (a path inside a nested one: items/0/dish)
 USER_EVENT = pa.struct([("turn", pa.int64()), ("decision", pa.string())])  # protocol/user_events.py
 SAMPLING = pa.struct([("temperature", pa.float64()), ("top_p", pa.float64()), ("max_tokens", pa.int64()),
                       ("seed", pa.int64()), ("user_model", pa.string())])

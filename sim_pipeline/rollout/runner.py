@@ -187,7 +187,9 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "tool_events": [{"index": e.index, "tool": e.tool, "arguments": json.dumps(e.arguments, sort_keys=True),
                          "status": e.status, "entity_id": e.entity_id, "applied": e.applied,
                          "turn": turns[e.index] if e.index < len(turns) else None,
-                         "error": e.result.get("error") if e.status == "rejected" else None} for e in sandbox.events],
+                         "error": e.result.get("error") if e.status == "rejected" else None,
+                         "field": _rejected_field(e.result) if e.status == "rejected" else None}
+                        for e in sandbox.events],
         "user_events": user_events,
         "n_turns": sum(1 for m in messages if m["role"] == "assistant"),
         "oracle_reward": verdict.reward if verdict else None,
@@ -195,6 +197,12 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls,
         "latency_s": time.perf_counter() - started,
     }
+
+
+def _rejected_field(result: dict[str, Any]) -> str | None:
+    """The argument a rejection names (its `field`, else the first of its `fields`)."""
+    field = result.get("field") or (result.get("fields") or [None])[0]
+    return str(field) if field else None
 
 
 async def run_rollouts(specs: list[RolloutSpec], policy: Policy, *, domain: Domain, state: State,

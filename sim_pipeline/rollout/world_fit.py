@@ -1,26 +1,28 @@
 """World fit: how well the sandbox world models a domain's tools, read from what the agent's calls got back.
 
-A green pass@1 over a world that rejects most calls, or never lets an expected write through, measures the world
-model, not the agent. Per tool, from graded rollouts only (errored ones say nothing about the world):
-- `calls`, and the share rejected for their arguments: `missing_required` and `invalid_argument` (together
-  `schema_rejected`: the call broke the tool's schema, e.g. a string where the schema wants a list of objects)
-  and `placeholder_argument` (the agent echoed the schema instead of a value: its own failure, shown, not judged);
+A green pass@1 over a world whose values the tools refuse, or that never lets an expected write through, measures
+the world model, not the agent. Per tool, from graded rollouts only (errored ones say nothing about the world):
+- `calls`, and the shares rejected for their arguments: `missing_required`, `invalid_argument` and
+  `placeholder_argument` (the agent's call quality: an invented or misshapen value is the agent's mistake);
+- `told_rejected`: the share refused for a value the conversation supplied (said by the user or shown by a tool
+  before the call, e.g. an id a look-up returned, a date the user gave): there the world's own values and the
+  schemas disagree, which no agent can fix;
 - `not_found`: the share answered "no such record" (ids the world never made, unlinked entities);
 - `faulted`: the share that met the situation's scheduled fault (timeouts and the like: the stress, not the fit);
 - for a writing tool, the rollouts whose situation expects its write (`write_expected`), those where the agent made
   a well-formed call on the user's record that the world answered from its state (`write_tried`: accepted
   arguments, the situation's record id or none, no fault) and those where it was applied (`write_applied`).
 
-Two shares decide the verdict. `schema_rejected` above `WORLD_FIT_MAX_REJECTED_SHARE` means calls cannot take the
-shape the schemas ask for (or the world and the situations draw values the schemas refuse).
-`write_applied / write_tried` below `WORLD_FIT_MIN_WRITE_SHARE` means the world turns down well-formed calls for
-the very writes its situations expect. Both are read so that an agent's own choices (declining, asking first, giving
-up after a timeout, echoing placeholders, naming the wrong record) do not count against the world; `write_applied / write_expected` is
-reported too, and mixes the two.
+Two shares decide the verdict. `told_rejected` above `WORLD_FIT_MAX_REJECTED_SHARE`, and `write_applied /
+write_tried` below `WORLD_FIT_MIN_WRITE_SHARE` (the world turns down well-formed calls for the very writes its
+situations expect). Both are read so that an agent's own choices (inventing values, declining, asking first, giving
+up after a timeout, echoing placeholders, naming the wrong record) do not count against the world;
+`write_applied / write_expected` is reported too, and mixes the two.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,11 +33,10 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.protocol.statuses import ERROR_STATUSES, FAULT_STATUSES
 
-SCHEMA_REJECTIONS = ("missing_required", "invalid_argument")  # the call broke the tool's schema
-ARGUMENT_REJECTIONS = (*SCHEMA_REJECTIONS, "placeholder_argument")  # every rejection of the call's arguments
-FIT_COLUMNS = ("tool", "writes", "calls", "schema_rejected", *ARGUMENT_REJECTIONS, "not_found", "faulted",
+ARGUMENT_REJECTIONS = ("missing_required", "invalid_argument", "placeholder_argument")  # the call's arguments
+FIT_COLUMNS = ("tool", "writes", "calls", "told_rejected", *ARGUMENT_REJECTIONS, "not_found", "faulted",
                "write_expected", "write_tried", "write_applied")
-_SHARES = ("schema_rejected", *ARGUMENT_REJECTIONS, "not_found", "faulted")
+_SHARES = ("told_rejected", *ARGUMENT_REJECTIONS, "not_found", "faulted")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class FitProblem:
     """One tool the world fits badly, and the sentence that says how."""
 
     tool: str
-    kind: str  # rejected | write_refused
+    kind: str  # told_rejected | write_refused
     sentence: str
 
 
@@ -57,6 +58,25 @@ def _answered(event: Mapping[str, Any]) -> bool:
     if event["status"] in FAULT_STATUSES:
         return False
     return not (event["status"] == "rejected" and event.get("error") in ARGUMENT_REJECTIONS)
+
+
+def _told(event: Mapping[str, Any], messages: list[Mapping[str, Any]]) -> bool:
+    """Whether an invalid argument's value came from the conversation: the user said it or a tool showed it before
+    the call (so the world, not the agent, supplied a value the schema refuses)."""
+    name = str(event.get("field") or "").split("/")[0]
+    try:
+        value = json.loads(event["arguments"]).get(name)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    if value is None or isinstance(value, bool):
+        return False
+    said = json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else str(value)
+    if len(said.strip()) < defaults.WORLD_FIT_MIN_TOLD_LENGTH:
+        return False  # too short to tell a told value from a coincidence ("1", "ok")
+    turn = event.get("turn")
+    before = messages[:turn] if isinstance(turn, int) and turn >= 0 else messages
+    text = " ".join(str(m.get("content") or "") for m in before if m.get("role") in ("user", "tool")).lower()
+    return said.lower() in text
 
 
 def _share(part: int, whole: int) -> float:
@@ -78,7 +98,8 @@ def world_fit(rollouts: pd.DataFrame, situations: pd.DataFrame, write_tools: Ite
     intent = dict(zip(situations["situation_id"], situations["intent_tool"])) if len(situations) else {}
     expects = dict(zip(situations["situation_id"], situations["expect_write"])) if len(situations) else {}
     records = dict(zip(situations["situation_id"], situations["entity_id"])) if len(situations) else {}
-    for sid, value in zip(graded.get("situation_id", ()), graded.get("tool_events", ())):
+    messages = graded["messages"] if "messages" in graded else [None] * len(graded)
+    for sid, value, said in zip(graded.get("situation_id", ()), graded.get("tool_events", ()), messages):
         events = _events(value)
         for event in events:
             counts_of = row(str(event["tool"]))
@@ -86,7 +107,7 @@ def world_fit(rollouts: pd.DataFrame, situations: pd.DataFrame, write_tools: Ite
             error = event.get("error")
             if event["status"] == "rejected" and error in ARGUMENT_REJECTIONS:
                 counts_of[error] += 1
-                counts_of["schema_rejected"] += error in SCHEMA_REJECTIONS
+                counts_of["told_rejected"] += error == "invalid_argument" and _told(event, _events(said))
             elif event["status"] in ("not_found", *FAULT_STATUSES):
                 counts_of["not_found" if event["status"] == "not_found" else "faulted"] += 1
         wanted = intent.get(sid)
@@ -107,13 +128,14 @@ def world_fit(rollouts: pd.DataFrame, situations: pd.DataFrame, write_tools: Ite
 def fit_problems(fit: pd.DataFrame, *, max_rejected: float = defaults.WORLD_FIT_MAX_REJECTED_SHARE,
                  min_write: float = defaults.WORLD_FIT_MIN_WRITE_SHARE,
                  min_calls: int = defaults.WORLD_FIT_MIN_CALLS) -> list[FitProblem]:
-    """Tools the world fits badly: too many calls break their schema, or well-formed expected writes turned down."""
+    """Tools the world fits badly: calls refused for values the conversation supplied, or well-formed expected
+    writes turned down."""
     problems = []
     for r in fit.itertuples(index=False):
-        if r.calls >= min_calls and r.schema_rejected > max_rejected:
-            worst = max(SCHEMA_REJECTIONS, key=lambda c: getattr(r, c))
-            problems.append(FitProblem(r.tool, "schema_rejected", f"{r.tool}: {r.schema_rejected:.0%} of {r.calls} "
-                                       f"calls broke its schema (mostly {worst})"))
+        if r.calls >= min_calls and r.told_rejected > max_rejected:
+            problems.append(FitProblem(r.tool, "told_rejected", f"{r.tool}: {r.told_rejected:.0%} of {r.calls} calls "
+                                       "refused for a value the user or a tool supplied (the world's values do not "
+                                       "fit its schema)"))
         if r.writes and r.write_tried >= min_calls and r.write_applied / r.write_tried < min_write:
             problems.append(FitProblem(r.tool, "write_refused", f"{r.tool}: applied in {r.write_applied} of the "
                                        f"{r.write_tried} rollouts that expect it and made a well-formed call"))
@@ -125,9 +147,10 @@ def fit_sentence(fit: pd.DataFrame) -> str:
     calls = int(fit["calls"].sum()) if len(fit) else 0
     if not calls:
         return "no tool calls"
-    rejected = float((fit["schema_rejected"] * fit["calls"]).sum()) / calls
+    invalid = float(((fit["invalid_argument"] + fit["missing_required"]) * fit["calls"]).sum()) / calls
+    told = float((fit["told_rejected"] * fit["calls"]).sum()) / calls
     expected, applied = int(fit["write_expected"].sum()), int(fit["write_applied"].sum())
-    detail = f"{calls} calls, {rejected:.1%} broke their tool's schema" + (
+    detail = f"{calls} calls, {invalid:.1%} broke their tool's schema ({told:.1%} with told values)" + (
         f", expected writes applied in {applied}/{expected} rollouts" if expected else "")
     problems = fit_problems(fit)
     if problems:

@@ -19,7 +19,7 @@ from sim_pipeline.world.oracle import passes_without_tools
 from sim_pipeline.world.reference import solve
 from sim_pipeline.world.setup import PENDING_FIELD, Fault, WorldSetup
 from sim_pipeline.world.state import State, new_id, record_key
-from sim_pipeline.world.values import draw_value
+from sim_pipeline.world.values import draw_from_schema, draw_value, fits
 
 UNRELATED_REQUESTS = (
     "Can you recommend a good pizza place near me?", "What will the weather be like this weekend?",
@@ -93,20 +93,39 @@ def _choose_record(domain: Domain, state: State, entity: Entity, tool: Tool, gen
 
 
 def _fact_value(domain: Domain, name: str, spec: dict[str, Any], record: dict[str, Any] | None,
-                gen: np.random.Generator, id_alias: tuple[str, str] | None = None) -> Any:
+                gen: np.random.Generator, id_alias: tuple[str, str] | None = None, *, state: State | None = None,
+                entity: Entity | None = None, options: WorldOptions | None = None, new: bool = False) -> Any:
+    """What the user knows for one argument, and it fits the argument's schema: the pool, the record (or a record
+    it links to), else a value drawn from the schema itself. A `new` value (one an update writes) never comes from
+    the record and differs from what the record holds."""
     if id_alias is not None and record is not None and name == id_alias[0]:
         return record[id_alias[1]]  # `id` on a tool whose entity keys its records by `order_id`
     if "enum" in spec:
         return _pick(gen, spec["enum"])
     if name in domain.facts:  # a pool wins over the record: an update brings a new value, not the current one
         return _pick(gen, domain.facts[name])
-    if record is not None and name in record:
-        return record[name]
-    if spec.get("type") in ("number", "integer") and record is not None:
+    for source in [] if new else _sources(record, entity, state or {}):
+        if name in source and fits(source[name], spec):
+            return source[name]
+    if spec.get("type") in ("number", "integer") and record is not None and not new:
         money = next((v for v in record.values() if isinstance(v, float)), None)
-        if money is not None:
+        if money is not None and fits(money, spec):
             return money
-    return f"{name.replace('_', ' ')} details {int(gen.integers(100, 999))}"
+    value = draw_from_schema(spec, gen, options or WorldOptions(), name=name)
+    for _ in range(defaults.WORLD_ID_DRAW_TRIES if new and record is not None else 0):
+        if value != record.get(name):  # type: ignore[union-attr]
+            break
+        value = draw_from_schema(spec, gen, options or WorldOptions(), name=name)
+    return value
+
+
+def _sources(record: dict[str, Any] | None, entity: Entity | None, state: State) -> list[dict[str, Any]]:
+    """The record, then the records its link fields point at (an order's customer knows the customer's email)."""
+    if record is None:
+        return []
+    linked = [state.get(target, {}).get(str(record.get(field))) for field, target in
+              (entity.links().items() if entity is not None else ())]
+    return [record, *(r for r in linked if r is not None)]
 
 
 def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed: int, variant: int = 0,
@@ -173,8 +192,12 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
     if tool is not None:
         props = tool.parameters.get("properties", {})
         alias = (binding.id_argument, entity.id_argument) if entity and binding.id_argument else None
+        # Arguments an update writes into the record (`$argument`) are new values, never the record's current ones.
+        written = {v[1:] for v in _action(domain, tool, binding).sets.values() if v.startswith("$")}
+        written -= {entity.lookup_by, entity.id_argument} if entity is not None else set()  # how the record is found
         for name in tool.required:
-            facts[name] = _fact_value(domain, name, props.get(name, {}), record, gen, alias)
+            facts[name] = _fact_value(domain, name, props.get(name, {}), record, gen, alias, state=state,
+                                      entity=entity, options=options, new=name in written and not event_like)
         if entity is not None and entity.lookup_by and record is not None:
             facts.setdefault(entity.lookup_by, record[entity.lookup_by])
         for rule in domain.rules:
@@ -182,7 +205,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
             if verifier and tool.name in rule.tools:
                 for name in verifier.required:
                     facts.setdefault(name, _fact_value(domain, name, verifier.parameters["properties"].get(name, {}),
-                                                       record, gen))
+                                                       record, gen, state=state, entity=entity, options=options))
         action = _action(domain, tool, binding)
         effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()
                   if not v.startswith("$") or v[1:] in facts}
@@ -224,7 +247,8 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
     return Situation(
         situation_id=situation_id, seed=seed, domain=domain.name, cell=dict(cell), split=split, goal=goal,
         intent_tool=tool.name if tool else None, entity=entity.name if entity else None, entity_id=entity_id,
-        facts={k: str(v) for k, v in facts.items()}, opening_facts=tuple(opening_facts), expect_write=expect_write,
+        facts={k: v if isinstance(v, (list, dict)) else str(v) for k, v in facts.items()},
+        opening_facts=tuple(opening_facts), expect_write=expect_write,
         effect=effect, setup=WorldSetup(tuple(upserts), tuple(deletes), tuple(masked), fault), phrasings=texts,
         source=source, notes=notes,
     )

@@ -126,8 +126,12 @@ def bind(domain: Domain, tool: Tool) -> Binding:
 
 
 def id_schema(domain: Domain, entity: str) -> dict[str, Any] | None:
-    """The schema an entity's ids must satisfy (None for domain packs: ids are digits in the id range)."""
-    return domain.id_schemas.get(entity) if isinstance(domain, InferredDomain) else None
+    """The schema an entity's ids must satisfy: inferred from the id argument, or a pack entity's `id_pattern`
+    (None: ids are digits in the id range)."""
+    if isinstance(domain, InferredDomain):
+        return domain.id_schemas.get(entity)
+    pattern = next((e.id_pattern for e in domain.entities if e.name == entity), None)
+    return {"type": "string", "pattern": pattern} if pattern else None
 
 
 def parse_tools(tools: Sequence[Mapping[str, Any]]) -> tuple[Tool, ...]:

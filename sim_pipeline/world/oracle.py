@@ -115,8 +115,14 @@ def expectation(domain: Domain, situation: Situation) -> Expectation:
     )
 
 
-def _agrees(given: Any, wanted: str) -> bool:
-    """Whether a call's value is the user's (numbers by value, text case- and space-insensitively)."""
+def _agrees(given: Any, wanted: Any) -> bool:
+    """Whether a call's value is the user's (numbers by value, text case- and space-insensitively; lists item by
+    item, objects key by key)."""
+    if isinstance(wanted, list):
+        return isinstance(given, list) and len(given) == len(wanted) and all(map(_agrees, given, wanted))
+    if isinstance(wanted, dict):
+        return isinstance(given, dict) and set(given) == set(wanted) and all(_agrees(given[k], v)
+                                                                              for k, v in wanted.items())
     if isinstance(given, (int, float)) and not isinstance(given, bool):
         try:
             return abs(float(given) - float(wanted)) < 1e-9 * max(1.0, abs(float(wanted)))
@@ -206,19 +212,32 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     if wrong:
         return _fail(f"{want.tool} was called with {wrong}, not the user's {{{', '.join(wrong)}}}")
     write_turn = turns[made[0].index] if made[0].index < len(turns) else len(messages)
-    return _rules(domain, want, events, made[0].index, write_turn, user_events)
+    return _rules(domain, want, events, made[0].index, write_turn, user_events, owners(domain, situation))
+
+
+def owners(domain: Domain, situation: Situation) -> set[tuple[str, str]]:
+    """The records the situation's record links to (an order's customer): verifying one of them verifies the user."""
+    entity = next((e for e in domain.entities if e.name == situation.entity), None)
+    if entity is None:
+        return set()
+    record = next((r for name, r in situation.setup.upserts if name == entity.name
+                   and str(r.get(entity.id_argument)) == situation.entity_id), None)
+    return {(target, str(record[field])) for field, target in entity.links().items()
+            if record is not None and record.get(field) is not None}
 
 
 def _rules(domain: Domain, want: Expectation, events: list[Event], first_write: int, write_turn: int,
-           user_events: Sequence[Mapping[str, Any]]) -> Verdict:
+           user_events: Sequence[Mapping[str, Any]], owned_by: set[tuple[str, str]] = frozenset()) -> Verdict:
     """The policy's machine-checkable rules on the intended write: verify first, confirm first, stay in limits."""
     for rule in domain.rules:
         if want.tool not in rule.tools:
             continue
-        # Verification must be of the record the write changed (any record when the write makes a new one).
+        # Verification must be of the record the write changed or of a record it links to (its customer); any
+        # record when the write makes a new one.
         if rule.kind == "verify_before" and not any(
                 e.tool == rule.verify_tool and e.result.get("verified") is True and e.index < first_write
-                and (want.kind == "new" or e.entity_id == want.entity_id) for e in events):
+                and (want.kind == "new" or e.entity_id == want.entity_id or (e.entity, e.entity_id) in owned_by)
+                for e in events):
             return _fail(f"rule {rule.id}: acted before a successful {rule.verify_tool}")
         if rule.kind == "confirm_before" and not confirmed_before(user_events, write_turn):
             return _fail(f"rule {rule.id}: acted without the user's confirmation (no `confirm` decision before it)")

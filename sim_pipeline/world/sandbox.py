@@ -250,12 +250,24 @@ class Sandbox(Reader):
         if made is None:
             return self._log(name, args, {"status": "rejected", "error": "no_free_id",
                                           "message": f"no free {ent.id_argument} is left"}, entity=ent.name)
+        orphan = self._missing_parent(ent, args)
+        if orphan is not None:
+            return self._log(name, args, {"status": "not_found", "message": orphan}, entity=ent.name)
         skip = {ent.id_argument, compiled.binding.id_argument}
         record = {ent.id_argument: made, **{k: v for k, v in args.items() if k not in skip}, VERSION_FIELD: 1}
         key = record_key(made)
         table[key] = record
         return self._log(name, args, {"status": "created", ent.name: dict(sorted(record.items()))},
                          entity=ent.name, entity_id=key, applied=True)
+
+    def _missing_parent(self, ent: Entity, args: dict[str, Any]) -> str | None:
+        """Why a new record cannot be made: a link argument names a record that does not exist (None: all exist)."""
+        for name, target in sorted(ent.links().items()):
+            if name in args and target in self._entities:
+                key = record_key(args[name])
+                if self._lookup(self._entities[target], key, args[name]) is None:
+                    return f"no {target} with id {key}"
+        return None
 
     def _event(self, compiled: CompiledTool, args: dict[str, Any], ent: Entity | None) -> dict[str, Any]:
         """A write that names no record (send_message(to, body)): logged as a new record of its entity or tool."""

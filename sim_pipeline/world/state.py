@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from sim_pipeline import defaults
-from sim_pipeline.domain import Domain, Entity
+from sim_pipeline.domain import Domain, Entity, FieldSpec
 from sim_pipeline.errors import WorldError
 from sim_pipeline.seeding import canonical_json, rng
 from sim_pipeline.world.infer import id_schema, is_synthetic
@@ -50,7 +50,28 @@ def new_id(domain: Domain, entity: str, gen: np.random.Generator, options: World
     return draw_id(gen, options, taken) if schema is None else draw_entity_id(schema, gen, options, taken)
 
 
-def _entity_records(domain: Domain, entity: Entity, seed: int, options: WorldOptions) -> dict[str, dict[str, Any]]:
+def draw_field(spec: FieldSpec, gen: np.random.Generator, options: WorldOptions, state: State) -> Any:
+    """One field value; a link holds the id of an existing record of its entity (drawn when there is none)."""
+    if spec.kind == "link" and state.get(spec.values[0]):
+        keys = sorted(state[spec.values[0]])
+        return keys[int(gen.integers(len(keys)))]
+    return draw_value(spec, gen, options)
+
+
+def link_order(domain: Domain) -> list[Entity]:
+    """Entities with every linked entity before the ones that link to it (a cycle keeps declaration order)."""
+    done: list[Entity] = []
+    pending = list(domain.entities)
+    while pending:
+        ready = [e for e in pending if all(t in {d.name for d in done} or t == e.name or t not in
+                                           {p.name for p in pending} for t in e.links().values())] or pending[:1]
+        done.append(ready[0])
+        pending.remove(ready[0])
+    return done
+
+
+def _entity_records(domain: Domain, entity: Entity, seed: int, options: WorldOptions,
+                    state: State) -> dict[str, dict[str, Any]]:
     gen = rng(seed, "world", entity.name)
     records: dict[str, dict[str, Any]] = {}
     if not entity.fields and is_synthetic(domain, entity.name):
@@ -59,14 +80,14 @@ def _entity_records(domain: Domain, entity: Entity, seed: int, options: WorldOpt
     while len(records) < options.records_per_entity:
         # Records come in groups sharing one lookup value (a customer with several orders): the search hit count.
         hits = int(gen.integers(options.search_hits[0], options.search_hits[1] + 1)) if lookup_spec else 1
-        shared = draw_value(lookup_spec, gen, options) if lookup_spec else None
+        shared = draw_field(lookup_spec, gen, options, state) if lookup_spec else None
         for _ in range(min(hits, options.records_per_entity - len(records))):
             record_id = new_id(domain, entity.name, gen, options, records)
             if record_id is None:
                 return records  # the id space is used up
             record: dict[str, Any] = {entity.id_argument: record_id}
             for spec in entity.fields:
-                record[spec.name] = shared if spec is lookup_spec else draw_value(spec, gen, options)
+                record[spec.name] = shared if spec is lookup_spec else draw_field(spec, gen, options, state)
             record[VERSION_FIELD] = 1
             records[record_key(record_id)] = record
     return records
@@ -75,7 +96,10 @@ def _entity_records(domain: Domain, entity: Entity, seed: int, options: WorldOpt
 def build_state(domain: Domain, seed: int, options: WorldOptions | None = None) -> State:
     """The seeded entity tables of a domain for one seed."""
     options = options or WorldOptions()
-    return {e.name: _entity_records(domain, e, seed, options) for e in domain.entities}
+    state: State = {}
+    for entity in link_order(domain):  # linked records first: a link points at a record that exists
+        state[entity.name] = _entity_records(domain, entity, seed, options, state)
+    return {e.name: state[e.name] for e in domain.entities}
 
 
 def state_table(state: State) -> pd.DataFrame:

@@ -9,8 +9,10 @@ import datetime as dt
 import json
 import math
 import uuid
+from functools import lru_cache
 from typing import Any
 
+import jsonschema
 import numpy as np
 
 from sim_pipeline import defaults
@@ -38,7 +40,7 @@ def _date(gen: np.random.Generator, options: WorldOptions) -> str:
 def _sized(text: str, low: float | None, high: float | None) -> str:
     while low is not None and len(text) < low:
         text += " " + text.split()[-1]  # "note 12 12": longer, still not a placeholder
-    return text[: int(high)] if high is not None and high >= 1 else text
+    return text[: int(high)] if high is not None else text
 
 
 def draw_value(spec: FieldSpec, gen: np.random.Generator, options: WorldOptions) -> Any:
@@ -57,13 +59,13 @@ def draw_value(spec: FieldSpec, gen: np.random.Generator, options: WorldOptions)
         return _date(gen, options)
     if kind in ("email", "name"):
         name, email = draw_person(gen, options)
-        return email if kind == "email" else name
+        return email if kind == "email" else _sized(name, spec.low, spec.high)
     if kind == "address":
         street = options.streets[gen.integers(len(options.streets))]
-        return f"{gen.integers(1, 999)} {street}"
+        return _sized(f"{gen.integers(1, 999)} {street}", spec.low, spec.high)
     if kind == "phone":
         area = options.phone_area_codes[gen.integers(len(options.phone_area_codes))]
-        return f"+1{area}555{int(gen.integers(10_000)):04d}"
+        return _sized(f"+1{area}555{int(gen.integers(10_000)):04d}", spec.low, spec.high)
     if kind == "datetime":
         return f"{_date(gen, options)}T{int(gen.integers(8, 18)):02d}:{int(gen.integers(60)):02d}:00Z"
     if kind == "uuid":
@@ -75,6 +77,8 @@ def draw_value(spec: FieldSpec, gen: np.random.Generator, options: WorldOptions)
         return drawn if drawn is not None else f"note {gen.integers(1000)}"
     if kind == "schema":
         return draw_from_schema(json.loads(spec.values[0]), gen, options, name=spec.name)
+    if kind == "link":  # with no table to pick from (an open world's unseen record): an id in the default shape
+        return str(int(gen.integers(*options.id_range)))
     text = spec.values[gen.integers(len(spec.values))] if spec.values else f"note {gen.integers(1000)}"
     return _sized(text, spec.low, spec.high) if kind == "text" else text
 
@@ -121,10 +125,10 @@ def field_spec(name: str, schema: dict[str, Any]) -> FieldSpec:
     if "pattern" in schema:
         return FieldSpec(name, "pattern", (schema["pattern"],))
     lowered = name.lower()
-    for word, kind in (("email", "email"), ("phone", "phone"), ("address", "address"), ("name", "name"),
-                       ("date", "date")):
+    for word, kind in (("email", "email"), ("phone", "phone"), ("address", "address"), ("street", "address"),
+                       ("name", "name"), ("date", "date")):
         if word in lowered:
-            return FieldSpec(name, kind)
+            return FieldSpec(name, kind) if kind in ("email", "date") else FieldSpec(name, kind, low=low, high=high)
     return FieldSpec(name, "text", low=low, high=high)
 
 
@@ -147,12 +151,28 @@ def draw_from_schema(schema: Any, gen: np.random.Generator, options: WorldOption
         return {k: draw_from_schema(props.get(k, {}), gen, options, name=k, depth=depth + 1)
                 for k in schema.get("required", []) if k in props}
     if typ == "array":
-        count = max(int(schema.get("minItems", 1)), 1)
+        cap = int(schema.get("maxItems", 10**6))
+        low = min(max(int(schema.get("minItems", 1)), 1), cap)  # at least one item, unless the schema allows none
+        high = max(low, min(cap, low + defaults.WORLD_ARRAY_EXTRA_ITEMS))
+        count = int(gen.integers(low, high + 1))
         return [draw_from_schema(schema.get("items", {}), gen, options, name=name, depth=depth + 1)
                 for _ in range(count)]
     if typ == "null":
         return None
     return draw_value(field_spec(name, schema), gen, options)
+
+
+@lru_cache(maxsize=512)
+def _checker(schema_json: str) -> Any:
+    return jsonschema.Draft202012Validator(json.loads(schema_json), format_checker=jsonschema.FormatChecker())
+
+
+def fits(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether a value satisfies a JSON Schema (formats checked): a value drawn for an argument must."""
+    try:
+        return _checker(json.dumps(schema, sort_keys=True)).is_valid(value)
+    except (TypeError, ValueError):
+        return False
 
 
 def draw_entity_id(schema: dict[str, Any] | None, gen: np.random.Generator, options: WorldOptions,

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
-import pytest
 
 from sim_pipeline.domain import load_domain
 from sim_pipeline.models.gateway import Gateway
@@ -22,28 +21,9 @@ from sim_pipeline.situation import Situation
 from sim_pipeline.world.oracle import passes_without_tools
 from sim_pipeline.world.state import build_state
 from sim_pipeline_tests.rollout.small_run import world
-from sim_pipeline_tests.scripted_server import ScriptedServer
 
 AGENT = "openai/scripted-agent"
 Step = dict[str, Any]
-
-
-@pytest.fixture
-def http_agent(monkeypatch):
-    """Point litellm's openai provider at a scripted server; yields a function that starts one with a responder."""
-    servers = []
-
-    def start(responder: Callable[[dict[str, Any]], Any]) -> ScriptedServer:
-        server = ScriptedServer(responder).start()
-        servers.append(server)
-        for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
-            monkeypatch.setenv(name, server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def say(text: str) -> Step:

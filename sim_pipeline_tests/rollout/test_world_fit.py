@@ -25,13 +25,16 @@ from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state
 
 
-def event(tool, status, *, error=None, applied=False, entity_id="1001"):
-    return {"index": 0, "tool": tool, "arguments": "{}", "status": status, "entity_id": entity_id,
-            "applied": applied, "turn": 1, "error": error}
+def event(tool, status, *, error=None, applied=False, entity_id="1001", arguments="{}", field=None):
+    return {"index": 0, "tool": tool, "arguments": arguments, "status": status, "entity_id": entity_id,
+            "applied": applied, "turn": 1, "error": error, "field": field}
+
+
+TOLD = [{"role": "user", "content": "My order id is ORD-77. The date is 31/12/2024."}]
 
 
 def rollouts(*rows):
-    return pd.DataFrame([{"situation_id": sid, "status": status, "tool_events": events}
+    return pd.DataFrame([{"situation_id": sid, "status": status, "tool_events": events, "messages": TOLD}
                          for sid, status, events in rows])
 
 
@@ -41,18 +44,29 @@ SITUATIONS = pd.DataFrame([
 ])
 
 
-def test_schema_rejections_count_placeholders_do_not():
-    rows = [("r", "ok", [event("get", "rejected", error="invalid_argument")])] * 3
-    rows += [("r", "ok", [event("get", "rejected", error="placeholder_argument")])] * 10
+def test_values_the_conversation_supplied_count_against_the_world_invented_ones_do_not():
+    told = event("get", "rejected", error="invalid_argument", field="order_id", arguments='{"order_id": "ORD-77"}')
+    invented = event("get", "rejected", error="invalid_argument", field="order_id", arguments='{"order_id": "X-1"}')
+    rows = [("r", "ok", [told])] * 3 + [("r", "ok", [invented])] * 4
+    rows += [("r", "ok", [event("get", "rejected", error="placeholder_argument")])] * 6
     rows += [("r", "ok", [event("get", "ok")])] * 7
     fit = world_fit(rollouts(*rows), SITUATIONS, ["cancel"], ["cancel", "get"]).set_index("tool")
     assert fit.loc["get", "calls"] == 20
-    assert fit.loc["get", "schema_rejected"] == pytest.approx(0.15)
-    assert fit.loc["get", "placeholder_argument"] == pytest.approx(0.5)
+    assert fit.loc["get", "told_rejected"] == pytest.approx(0.15)
+    assert fit.loc["get", "invalid_argument"] == pytest.approx(0.35)
+    assert fit.loc["get", "placeholder_argument"] == pytest.approx(0.3)
     assert fit.loc["cancel", "calls"] == 0  # listed though never called
     problems = fit_problems(fit.reset_index())
-    assert [(p.tool, p.kind) for p in problems] == [("get", "schema_rejected")]
-    assert "get: 15% of 20 calls broke its schema (mostly invalid_argument)" in fit_sentence(fit.reset_index())
+    assert [(p.tool, p.kind) for p in problems] == [("get", "told_rejected")]
+    assert "get: 15% of 20 calls refused for a value the user or a tool supplied" in fit_sentence(fit.reset_index())
+
+
+def test_a_told_value_must_precede_the_call():
+    late = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "{}"},
+            {"role": "user", "content": "My order id is ORD-77."}]
+    told = event("get", "rejected", error="invalid_argument", field="order_id", arguments='{"order_id": "ORD-77"}')
+    frame = rollouts(*[("r", "ok", [told])] * 12).assign(messages=[late] * 12)
+    assert world_fit(frame, SITUATIONS, ["cancel"]).set_index("tool").loc["get", "told_rejected"] == 0
 
 
 def test_errored_rollouts_say_nothing_about_the_world():
@@ -78,12 +92,13 @@ def test_refused_writes_are_the_worlds_only_when_the_call_was_well_formed_on_the
 
 
 def test_few_calls_are_not_called_poor():
-    rows = [("r", "ok", [event("get", "rejected", error="invalid_argument")])] * 5
-    assert fit_problems(world_fit(rollouts(*rows), SITUATIONS, ["cancel"])) == []
+    told = event("get", "rejected", error="invalid_argument", field="order_id", arguments='{"order_id": "ORD-77"}')
+    assert fit_problems(world_fit(rollouts(*[("r", "ok", [told])] * 5), SITUATIONS, ["cancel"])) == []
 
 
-def _run(domain, *, samples=2, only=None, seed=0, version="agent-v2"):
-    """Every situation of seed 0 (or those whose intent is `only`), `samples` rollouts each, by the embedded agent."""
+def _run(domain, *, samples=2, only=None, seed=0, version="agent-v2", model=None):
+    """Every situation of seed 0 (or those whose intent is `only`), `samples` rollouts each, by the embedded agent
+    (or the given model)."""
     state = build_state(domain, seed)
     cells = cover.covering_array(axis_values(domain), seed=seed, constraints=validated_constraints(domain))
     table = build_situations(domain, state, cells, seed=seed, n_phrasings=1)
@@ -91,7 +106,7 @@ def _run(domain, *, samples=2, only=None, seed=0, version="agent-v2"):
         table = table[table["intent_tool"] == only]
     specs = specs_for([Situation.from_row(r) for r in table.to_dict("records")], samples=range(samples),
                       n_phrasings=1, batch=0)
-    rows = asyncio.run(run_rollouts(specs, Policy(version, f"sim/{version}"), domain=domain, state=state,
+    rows = asyncio.run(run_rollouts(specs, Policy(version, model or f"sim/{version}"), domain=domain, state=state,
                                     gateway=Gateway(cache_path=None)))
     return rows, table
 
@@ -107,11 +122,12 @@ def test_shipped_packs_fit_the_world(name):
 
 @pytest.fixture
 def nested_address_pack(tmp_path: Path) -> Path:
-    """retail, with update_address taking the address as an object (street, city, zip) the world never models."""
+    """retail, with update_address taking the address as an object (street, city, zip)."""
     pack = tmp_path / "nested"
     shutil.copytree(DOMAINS_DIR / "retail", pack)
     spec = pack / "domain.yaml"
-    spec.write_text(spec.read_text().replace("name: retail", "name: nested"))
+    spec.write_text("\n".join(line.replace("name: retail", "name: nested") for line in spec.read_text().splitlines()
+                              if not line.startswith("  address: [")))  # the string pool would not fit
     path = pack / "tools" / "update_address.json"
     tool = json.loads(path.read_text())
     tool["function"]["parameters"]["properties"]["address"] = {
@@ -122,11 +138,44 @@ def nested_address_pack(tmp_path: Path) -> Path:
     return pack
 
 
-def test_a_tool_the_world_cannot_model_is_named(nested_address_pack):
+def test_the_embedded_agent_forms_nested_arguments(nested_address_pack):
     domain = load_domain(nested_address_pack)
     rows, situations = _run(domain, samples=4, only="update_address")
+    fit = domain_fit(domain, rows, situations).set_index("tool")
+    assert fit.loc["update_address", "invalid_argument"] + fit.loc["update_address", "missing_required"] <= 0.10
+    assert fit.loc["update_address", "write_applied"] >= 0.8 * fit.loc["update_address", "write_tried"] > 0
+
+
+def test_an_agent_that_misshapes_a_nested_argument_is_not_blamed_on_the_world(nested_address_pack):
+    """A real model's mistake (the address as one string, not the object it was told) shows in the agent's columns."""
+    domain = load_domain(nested_address_pack)
+    rows, situations = _run(domain, samples=4, only="update_address",
+                            model="python:sim_pipeline_tests.models.agents_for_tests:string_address_agent")
+    fit = domain_fit(domain, rows, situations).set_index("tool")
+    assert fit.loc["update_address", "invalid_argument"] == 1.0 and fit.loc["update_address", "calls"] >= 10
+    assert fit.loc["update_address", "told_rejected"] == 0 and fit.loc["update_address", "write_applied"] == 0
+    assert fit_problems(fit.reset_index()) == []
+
+
+@pytest.fixture
+def misshapen_ids_pack(tmp_path: Path) -> Path:
+    """update_address wants order ids shaped ORD-123456, but the world's orders (like every other tool) use digits."""
+    pack = tmp_path / "misshapen"
+    shutil.copytree(DOMAINS_DIR / "retail", pack)
+    spec = pack / "domain.yaml"
+    spec.write_text(spec.read_text().replace("name: retail", "name: misshapen"))
+    path = pack / "tools" / "update_address.json"
+    tool = json.loads(path.read_text())
+    tool["function"]["parameters"]["properties"]["order_id"] = {"type": "string", "pattern": "^ORD-[0-9]{6}$"}
+    path.write_text(json.dumps(tool))
+    return pack
+
+
+def test_ids_the_world_shows_but_a_tool_refuses_are_named(misshapen_ids_pack):
+    """An agent that uses the id a look-up returned (what a real model does) meets a world that does not fit."""
+    domain = load_domain(misshapen_ids_pack)
+    rows, situations = _run(domain, samples=2, only="update_address",
+                            model="python:sim_pipeline_tests.models.agents_for_tests:lookup_then_update_agent")
     fit = domain_fit(domain, rows, situations)
-    problems = {(p.tool, p.kind) for p in fit_problems(fit)}
-    assert ("update_address", "schema_rejected") in problems
+    assert ("update_address", "told_rejected") in {(p.tool, p.kind) for p in fit_problems(fit)}
     assert fit_sentence(fit).startswith("POOR")
-    assert fit.set_index("tool").loc["update_address", "write_applied"] == 0

@@ -16,6 +16,7 @@ from sim_pipeline import cover
 from sim_pipeline.axes import axis_values, validated_constraints
 from sim_pipeline.definitions import build_definitions
 from sim_pipeline.domain import DOMAINS_DIR, load_domain
+from sim_pipeline.errors import DomainPackError
 from sim_pipeline.search.situations import build_situations
 from sim_pipeline.world.state import build_state
 
@@ -54,29 +55,48 @@ def _set_argument(pack: Path, tool: str, argument: str, schema: dict) -> None:
     path.write_text(json.dumps(data))
 
 
+NESTED_ADDRESS = {
+    "type": "object", "required": ["street", "city", "zip"], "additionalProperties": False,
+    "properties": {"street": {"type": "string", "minLength": 3}, "city": {"type": "string", "enum": ["Portland", "Austin"]},
+                   "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}
+
+
 @pytest.fixture
 def nested_pack(tmp_path):
-    """update_address takes the address as an object; the facts (and the world) hold it as one string."""
+    """update_address takes the address as an object (no pool: the world draws it from the schema)."""
     pack = _copy(tmp_path, "nested")
-    _set_argument(pack, "update_address", "address", {
-        "type": "object", "required": ["street", "city", "zip"], "additionalProperties": False,
-        "properties": {"street": {"type": "string"}, "city": {"type": "string"}, "zip": {"type": "string"}}})
+    _set_argument(pack, "update_address", "address", NESTED_ADDRESS)
+    spec = pack / "domain.yaml"
+    spec.write_text("\n".join(line for line in spec.read_text().splitlines() if not line.startswith("  address: [")))
     return pack
 
 
 @pytest.fixture
-def patterned_pack(tmp_path):
-    """refund_order takes a required reason code the domain never draws values for: facts cannot fill it."""
-    pack = _copy(tmp_path, "patterned")
-    _set_argument(pack, "refund_order", "reason_code", {"type": "string", "pattern": "^R[0-9]{3}$"})
-    path = pack / "tools" / "refund_order.json"
-    data = json.loads(path.read_text())
-    data["function"]["parameters"]["required"].append("reason_code")
-    path.write_text(json.dumps(data))
+def misshapen_ids_pack(tmp_path):
+    """update_address wants order ids shaped ORD-123456, but orders (like every other tool) use digits."""
+    pack = _copy(tmp_path, "misshapen")
+    _set_argument(pack, "update_address", "order_id", {"type": "string", "pattern": "^ORD-[0-9]{6}$"})
     return pack
 
 
-@pytest.mark.parametrize(("fixture", "tool"), [("nested_pack", "update_address"), ("patterned_pack", "refund_order")])
+def test_nested_values_are_drawn_schema_true_and_solvable(nested_pack):
+    table = situations(load_domain(nested_pack), 0)
+    assert table["solvable"].all(), table.loc[~table["solvable"], "reference"].tolist()
+    wanted = table[table["intent_tool"] == "update_address"]
+    addresses = [f["address"] for f in wanted["facts"].map(json.loads)]
+    assert addresses and all(set(a) == {"street", "city", "zip"} and a["city"] in ("Portland", "Austin")
+                             and len(a["zip"]) == 5 and a["zip"].isdigit() for a in addresses)
+
+
+def test_a_pool_value_the_schema_refuses_is_a_load_error(tmp_path):
+    pack = _copy(tmp_path, "pooled")
+    _set_argument(pack, "update_address", "address", NESTED_ADDRESS)  # the string pool no longer fits
+    with pytest.raises(DomainPackError, match=r"field 'facts/address': value '.*' does not fit argument 'address' "
+                                              r"of update_address .*Fix: write pool values the tool's schema accepts"):
+        load_domain(pack)
+
+
+@pytest.mark.parametrize(("fixture", "tool"), [("misshapen_ids_pack", "update_address")])
 def test_a_write_that_can_never_succeed_is_unsolvable(request, fixture, tool):
     table = situations(load_domain(request.getfixturevalue(fixture)), 0)
     bad = table[~table["solvable"]]
@@ -88,12 +108,12 @@ def test_a_write_that_can_never_succeed_is_unsolvable(request, fixture, tool):
     assert bad["reference"].str.contains(f"never applied {tool}|never found out").all()
 
 
-def test_the_situations_check_blocks_the_run(nested_pack, tmp_path, monkeypatch):
-    monkeypatch.setattr("sim_pipeline.domain.DOMAINS_DIR", nested_pack.parent)
-    defs = build_definitions(["nested"], warehouse=str(tmp_path / "warehouse"))
+def test_the_situations_check_blocks_the_run(misshapen_ids_pack, tmp_path, monkeypatch):
+    monkeypatch.setattr("sim_pipeline.domain.DOMAINS_DIR", misshapen_ids_pack.parent)
+    defs = build_definitions(["misshapen"], warehouse=str(tmp_path / "warehouse"))
     instance = dg.DagsterInstance.ephemeral()
-    keys = [dg.AssetKey(["nested", s]) for s in ("covering_array", "world", "situations")]
-    dg.materialize(list(defs.assets), selection=[dg.AssetKey(["nested", "axes"])], instance=instance,
+    keys = [dg.AssetKey(["misshapen", s]) for s in ("covering_array", "world", "situations")]
+    dg.materialize(list(defs.assets), selection=[dg.AssetKey(["misshapen", "axes"])], instance=instance,
                    resources=defs.resources)
     result = dg.materialize(list(defs.assets), selection=keys, partition_key="0", instance=instance,
                             resources=defs.resources, raise_on_error=False)

@@ -1,0 +1,26 @@
+"""Fixtures shared across test packages."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sim_pipeline_tests.scripted_server import ScriptedServer
+
+
+@pytest.fixture
+def http_agent(monkeypatch):
+    """Point litellm's openai provider at a scripted server; yields a function that starts one with a responder."""
+    servers = []
+
+    def start(responder: Callable[[dict[str, Any]], Any]) -> ScriptedServer:
+        server = ScriptedServer(responder).start()
+        servers.append(server)
+        for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
+            monkeypatch.setenv(name, server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
