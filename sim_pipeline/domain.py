@@ -424,7 +424,14 @@ def load_domain(name_or_path: str | Path) -> Domain:
     _check_references(spec_path, spec, tool_names, {r[0] for r in parsed_rules})
     structure = spec.get("rules", {})
     rules = tuple(_rule(rid, text, structure.get(rid, {})) for rid, text in parsed_rules)
-    entities = tuple(
+    inferred = None
+    if "entities" not in spec:
+        # A pack of tools and a policy only: the world infers its entities from the schemas, as for bare tools. The
+        # import is here because world/ builds on this module (a pack without entities is the one case that needs it).
+        from sim_pipeline.world.infer import infer_domain
+
+        inferred = infer_domain([t.schema for t in tools], name=spec["name"])
+    entities = inferred.entities if inferred is not None else tuple(
         Entity(name, e["id_argument"], tuple(_field(spec_path, name, f, s, tools) for f, s in e["fields"].items()),
                e.get("lookup_by"), _id_pattern(spec_path, name, e, tools))
         for name, e in spec["entities"].items()
@@ -443,10 +450,11 @@ def load_domain(name_or_path: str | Path) -> Domain:
     _check_structure(spec_path, spec["name"], spec, tools, entities)
     actions = {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
                for t, a in spec.get("actions", {}).items()}
-    return Domain(
+    fields = dict(
         name=spec["name"], title=spec["title"], agent_role=spec["agent_role"], path=path, tools=tools,
         rules=rules, entities=entities, actions=actions,
         facts={k: tuple(v) for k, v in spec.get("facts", {}).items()},
         constraints=tuple(spec.get("constraints", ())),
         stances=tuple(spec.get("stances", defaults.STANCES)), policy_text=policy_text,
     )
+    return replace(inferred, **fields) if inferred is not None else Domain(**fields)

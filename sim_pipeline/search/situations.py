@@ -84,11 +84,20 @@ def _choose_record(domain: Domain, state: State, entity: Entity, tool: Tool, gen
     if not records:  # an event log with nothing in it yet: the situation's record is drawn fresh
         made = new_id(domain, entity.name, gen, options, {})
         records = [{entity.id_argument: made, **{f.name: draw_value(f, gen, options) for f in entity.fields}}]
+    literal = {k: v for k, v in action.sets.items() if not str(v).startswith("$")}
     eligible = [r for r in records if all(r.get(k) in v for k, v in action.requires.items())]
-    record = dict(_pick(gen, eligible or records))
+    # Not already in the state the write leaves (a cancelled order to cancel): the world state axis plays that one.
+    fresh = [r for r in eligible if not literal or any(r.get(k) != v for k, v in literal.items())]
+    record = dict(_pick(gen, fresh or eligible or records))
     for key, allowed in action.requires.items():
         if record.get(key) not in allowed:
             record[key] = _pick(gen, list(allowed))  # make it eligible: the world state axis decides what differs
+    if literal and all(record.get(k) == v for k, v in literal.items()):
+        key = next(iter(sorted(literal)))
+        spec = next((f for f in entity.fields if f.name == key), None)
+        others = [v for v in (spec.values if spec is not None else ()) if v != literal[key]]
+        if others:
+            record[key] = _pick(gen, others)
     return record
 
 
