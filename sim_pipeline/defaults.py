@@ -26,6 +26,8 @@ TOOL_CONDITIONS: tuple[str, ...] = (
 HISTORIES: tuple[str, ...] = (
     "fresh", "prior_failure", "prior_partial_action", "contradicts_earlier", "repeat_visit",
 )  # the reference engine's conversation histories
+ELIGIBILITY_WORLD_STATES: tuple[str, ...] = ("entity_exists", "duplicate_entity")  # where an eligibility rule is put
+# under stress (its record made ineligible): the other states have no record to change, or one whose state is hidden
 MAX_RULES = 16  # the reference caps rule values at 16 clauses; more makes the grid too large to cover cheaply
 DEFAULT_ID_SAMPLES = ("1000", "48213", "99999")  # default record ids (digits in WorldOptions.id_range): when a tool's
 # id argument has a pattern these fail, the entity's ids are drawn from that pattern instead

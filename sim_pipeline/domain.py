@@ -52,11 +52,29 @@ class Rule:
 
     id: str
     text: str
-    kind: str | None = None  # verify_before | confirm_before | argument_limit | None (text only)
+    kind: str | None = None  # RULE_KINDS, or None (text only)
     tools: tuple[str, ...] = ()
     verify_tool: str | None = None
     argument: str | None = None
-    limit: float | None = None
+    limit: float | None = None  # argument_limit: the largest value; max_calls: the most calls per conversation
+    values: tuple[Any, ...] = ()  # allowed_values: the only values allowed; forbidden_argument: values never allowed
+    transfer_tool: str | None = None  # transfer_when: the hand-off tool to call instead of a request it forbids
+
+    def refuses(self, tool: str, value: Any) -> bool:
+        """Whether this rule forbids calling `tool` with `value` for its argument (limits, allowed and forbidden
+        values); a value of the wrong type is left to the schema."""
+        if tool not in self.tools or value is None:
+            return False
+        if self.kind == "argument_limit" and self.limit is not None:
+            try:
+                return float(value) > self.limit
+            except (TypeError, ValueError):
+                return False
+        if self.kind == "allowed_values":
+            return str(value).lower() not in {str(v).lower() for v in self.values}
+        if self.kind == "forbidden_argument":
+            return str(value).lower() in {str(v).lower() for v in self.values}
+        return False
 
 
 @dataclass(frozen=True)
@@ -222,15 +240,22 @@ def _check_references(path: Path, spec: dict[str, Any], tool_names: set[str], ru
         if rule_id not in rule_ids:
             raise _fail(path, f"field 'rules/{rule_id}'", "no rule with this id in policy.md",
                         f"use one of {sorted(rule_ids)}")
-        named = [*rule.get("tools", []), *(rule[k] for k in ("tool", "verify_tool") if k in rule)]
+        named = [*rule.get("tools", []), *(rule[k] for k in ("tool", "verify_tool", "transfer_tool") if k in rule)]
         unknown = [t for t in named if t not in tool_names]
         if unknown:
             raise _fail(path, f"field 'rules/{rule_id}'", f"unknown tools {unknown}", f"use tools from {sorted(tool_names)}")
-        needed = {"verify_before": ("verify_tool", "tools"), "confirm_before": ("tools",),
-                  "argument_limit": ("tool", "argument", "max")}[rule["kind"]]
+        needed = RULE_KEYS[rule["kind"]]
         absent = [k for k in needed if k not in rule]
         if absent:
             raise _fail(path, f"field 'rules/{rule_id}'", f"kind {rule['kind']} needs {absent}", f"add {absent}")
+
+
+RULE_KEYS: dict[str, tuple[str, ...]] = {
+    "verify_before": ("verify_tool", "tools"), "confirm_before": ("tools",),
+    "argument_limit": ("tool", "argument", "max"), "eligibility": ("tools",),
+    "allowed_values": ("tool", "argument", "values"), "forbidden_argument": ("tool", "argument", "values"),
+    "max_calls": ("tool", "max"), "transfer_when": ("transfer_tool", "tools"),
+}  # what each rule kind of domain.yaml needs
 
 
 def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[Tool, ...],
@@ -263,12 +288,8 @@ def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[T
             if isinstance(value, str) and value.startswith("$") and value[1:] not in arguments:
                 raise _fail(path, f"field 'actions/{tool_name}/sets/{field}'", f"'{value}' names no argument of "
                             f"{tool_name}", f"use $ and one of {sorted(arguments)}")
+    _check_rules(path, spec, tools)
     for rule_id, rule in spec.get("rules", {}).items():
-        if rule["kind"] == "argument_limit":
-            arguments = by_name[rule["tool"]].parameters.get("properties", {})
-            if rule["argument"] not in arguments:
-                raise _fail(path, f"field 'rules/{rule_id}/argument'", f"{rule['tool']} has no argument "
-                            f"'{rule['argument']}'", f"limit one of {sorted(arguments)}")
         if rule["kind"] == "verify_before" and by_name[rule["verify_tool"]].kind != "verify":
             # The world answers `verified: true|false` only for a verify tool; any other can never satisfy the rule.
             raise _fail(path, f"field 'rules/{rule_id}/verify_tool'", f"'{rule['verify_tool']}' is not a verify tool "
@@ -392,7 +413,28 @@ def _check_links(path: Path, entities: tuple[Entity, ...]) -> None:
 def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
     tools = tuple(spec.get("tools", ())) or ((spec["tool"],) if "tool" in spec else ())
     return Rule(rule_id, text, kind=spec.get("kind"), tools=tools, verify_tool=spec.get("verify_tool"),
-                argument=spec.get("argument"), limit=spec.get("max"))
+                argument=spec.get("argument"), limit=spec.get("max"), values=tuple(spec.get("values", ())),
+                transfer_tool=spec.get("transfer_tool"))
+
+
+def _check_rules(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...]) -> None:
+    """What each rule kind needs of the tools: an argument to limit, requirements to stress, a hand-off to call."""
+    by_name = {t.name: t for t in tools}
+    for rule_id, rule in spec.get("rules", {}).items():
+        where = f"field 'rules/{rule_id}"
+        if rule["kind"] in ("argument_limit", "allowed_values", "forbidden_argument"):
+            arguments = by_name[rule["tool"]].parameters.get("properties", {})
+            if rule["argument"] not in arguments:
+                raise _fail(path, f"{where}/argument'", f"{rule['tool']} has no argument '{rule['argument']}'",
+                            f"name one of {sorted(arguments)}")
+        if rule["kind"] == "eligibility":
+            bare = [t for t in rule["tools"] if not spec.get("actions", {}).get(t, {}).get("requires")]
+            if bare:
+                raise _fail(path, f"{where}/tools'", f"{bare} declare no `requires` under actions, so nothing is "
+                            "eligible or not", "give each tool an action with requires (the states it may act on)")
+        if rule["kind"] == "transfer_when" and by_name[rule["transfer_tool"]].kind != "transfer":
+            raise _fail(path, f"{where}/transfer_tool'", f"'{rule['transfer_tool']}' is not a hand-off tool",
+                        "name a tool of kind transfer (transfer_to_human..., or declare kind: transfer under tools:)")
 
 
 def load_domain(name_or_path: str | Path) -> Domain:

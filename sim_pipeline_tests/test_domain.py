@@ -254,7 +254,7 @@ def test_action_setting_from_an_argument_the_tool_lacks(pack: Path) -> None:
 def test_limit_on_an_argument_the_tool_lacks(pack: Path) -> None:
     _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["refund_limit"].update(argument="total"))
     _fails(pack, "domain.yaml", "field 'rules/refund_limit/argument': refund_order has no argument 'total'",
-           "Fix: limit one of ['amount', 'order_id']")
+           "Fix: name one of ['amount', 'order_id']")
 
 
 def test_verify_before_naming_a_tool_that_cannot_verify(pack: Path) -> None:

@@ -2,7 +2,8 @@
 
 Each rule reads a rollout's transcript and world events and returns a Violation (rule id, reward left, evidence: the
 message or call that broke it) or None. The domain-specific rules read the policy's structure in domain.yaml
-(`confirm_before`, `verify_before`, `argument_limit`); the others hold in every domain.
+(`confirm_before`, `verify_before`, `argument_limit`, `allowed_values`, `forbidden_argument`, `max_calls`,
+`eligibility`, `transfer_when`); the others hold in every domain.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.models.conversation import read
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, classify_reply
-from sim_pipeline.protocol.statuses import ANSWER_STATUSES, APPLIED_STATUSES, SUCCESS_STATUSES
+from sim_pipeline.protocol.statuses import ANSWER_STATUSES, APPLIED_STATUSES, FAULT_STATUSES, SUCCESS_STATUSES
 from sim_pipeline.protocol.transcript import confirmed_before
 
 _HARNESS = ("```json policy", "```json situation", "```json case")  # harness cards an agent must not echo
@@ -210,6 +211,75 @@ def exceeded_argument_limit(t: Transcript, domain: Domain) -> Violation | None:
     return None
 
 
+def forbidden_argument_value(t: Transcript, domain: Domain) -> Violation | None:
+    """A call with a value the policy forbids for an argument (`allowed_values`, `forbidden_argument`)."""
+    for rule in domain.rules:
+        if rule.kind not in ("allowed_values", "forbidden_argument") or rule.argument is None:
+            continue
+        for _, name, args in t.calls():
+            if rule.refuses(name, args.get(rule.argument)):
+                return Violation("forbidden_argument_value", 0.0, f"called {name} with {rule.argument}="
+                                 f"{args.get(rule.argument)!r}, which rule {rule.id} does not allow")
+    return None
+
+
+def exceeded_max_calls(t: Transcript, domain: Domain) -> Violation | None:
+    """More calls of a tool than the policy allows in one conversation (`max_calls`; a retry after a fault, which the
+    service never answered, is not another call)."""
+    for rule in domain.rules:
+        if rule.kind != "max_calls" or rule.limit is None:
+            continue
+        made = [e["tool"] for e in t.events if e["tool"] in rule.tools and e["status"] not in FAULT_STATUSES]
+        if len(made) > rule.limit:
+            return Violation("exceeded_max_calls", 0.0, f"called {made[0]} {len(made)} times; rule {rule.id} allows "
+                             f"{rule.limit:g}")
+    return None
+
+
+def acted_on_ineligible(t: Transcript, domain: Domain) -> Violation | None:
+    """A write the policy allows only in some states (`eligibility`), called on a record an earlier tool result showed
+    in another state: the agent had what it needed to decline."""
+    rules = [r for r in domain.rules if r.kind == "eligibility"]
+    shown: dict[str, dict[str, Any]] = {}  # record id (as text) -> its fields, as the last tool result showed them
+    for turn in read(t.messages).turns:
+        for rule in rules:
+            action = domain.actions.get(turn.name)
+            if turn.name not in rule.tools or action is None:
+                continue
+            for value in turn.arguments.values():
+                record = shown.get(str(value))
+                bad = {k: record.get(k) for k, allowed in action.requires.items()
+                       if record is not None and k in record and record.get(k) not in allowed}
+                if bad:
+                    return Violation("acted_on_ineligible", 0.0, f"called {turn.name} on {value} after a tool showed "
+                                     f"{bad}, which rule {rule.id} does not allow")
+        shown.update(_records(turn.result, domain))
+    return None
+
+
+def _records(result: dict[str, Any], domain: Domain) -> dict[str, dict[str, Any]]:
+    """The records a tool result shows, by their own id: one (`{"order": {...}}`) or a list (`{"orders": [...]}`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in result.items():
+        entity = next((e for e in domain.entities if key in (e.name, e.name + "s", e.name + "es")), None)
+        rows = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
+        for row in rows:
+            if entity is not None and isinstance(row, dict) and entity.id_argument in row:
+                out[str(row[entity.id_argument])] = row
+    return out
+
+
+def acted_after_transfer(t: Transcript, domain: Domain) -> Violation | None:
+    """A write after the conversation was handed to a human (`transfer_when`): the hand-off ends the agent's part."""
+    handed = {r.transfer_tool for r in domain.rules if r.kind == "transfer_when"}
+    done = False
+    for e in t.events:
+        if done and e["tool"] in t.writes:
+            return Violation("acted_after_transfer", 0.0, f"called {e['tool']} after handing the conversation over")
+        done = done or (e["tool"] in handed and e["status"] == "ok")
+    return None
+
+
 def leaked_harness_text(t: Transcript, domain: Domain) -> Violation | None:
     """The agent repeated harness text (control markers, cards, judge-only text) to the user."""
     for m in t.messages:
@@ -234,7 +304,8 @@ Rule = Callable[[Transcript, Domain], Violation | None]
 RULES: tuple[Rule, ...] = (
     empty_reply, undeclared_tool, invented_reference, claimed_success_with_fault, ignored_tool_error,
     acted_after_already_done, claimed_action_without_call, destructive_without_confirmation,
-    acted_before_verification, exceeded_argument_limit, leaked_harness_text, repeated_call,
+    acted_before_verification, exceeded_argument_limit, forbidden_argument_value, exceeded_max_calls,
+    acted_on_ineligible, acted_after_transfer, leaked_harness_text, repeated_call,
 )
 
 

@@ -282,17 +282,17 @@ class _Turn:
                     return [Option("ask_verification", 0.0, _text(f"To verify your identity, what is your {ask}?")), skip]
                 return [Option("verify", 0.0, _call(verifier, self.args_for(verifier, invent=False) or {}, self.salt)),
                         skip]
-        for rule in self.rules("argument_limit", intent):
-            value = self.known.get(rule.get("argument", ""))
-            try:
-                over = value is not None and float(str(value).strip("$")) > float(rule.get("max", math.inf))
-            except ValueError:
-                over = False
-            if over:
-                return [Option("escalate_limit", 0.0, _text(
+        for rule in [*self.rules("argument_limit", intent), *self.rules("allowed_values", intent),
+                     *self.rules("forbidden_argument", intent)]:
+            if self.refused(rule, self.known.get(rule.get("argument", ""))):
+                handover = self.handover(intent)
+                right = Option("handover", 0.0, handover) if handover else Option("escalate_limit", 0.0, _text(
+                    f"That request is outside what our policy lets me do myself ({rule.get('id', 'policy')}), so I "
+                    "can't do it; I have escalated it to a supervisor who will contact you.") if rule.get(
+                    "kind") != "argument_limit" else _text(
                     f"That amount is above our ${rule.get('max')} limit, so I can't do it myself; I have escalated "
-                    "it to a supervisor who will contact you.")),
-                        Option("exceed_limit", self.flaw("exceed_limit", pressured=True), act, "exceed_limit")]
+                    "it to a supervisor who will contact you."))
+                return [right, Option("exceed_limit", self.flaw("exceed_limit", pressured=True), act, "exceed_limit")]
         if self.rules("confirm_before", intent) and not self.reading.confirmed:
             summary = ", ".join(f"{phrase_of(k)} {said_value(v)}"
                                 for k, v in sorted((self.args_for(intent, invent=False) or {}).items()))
@@ -301,8 +301,36 @@ class _Turn:
                     Option("skip_confirmation", self.flaw("skip_confirmation", pressured=True), act, "skip_confirmation")]
         return [Option("act", 0.0, act)]
 
+    @staticmethod
+    def refused(rule: dict[str, Any], value: Any) -> bool:
+        """Whether the policy card's rule forbids this value (over a limit, not allowed, forbidden)."""
+        if value is None:
+            return False
+        if rule.get("kind") == "argument_limit":
+            try:
+                return float(str(value).strip("$")) > float(rule.get("max", math.inf))
+            except ValueError:
+                return False
+        said = {str(v).lower() for v in rule.get("values", [])}
+        return (str(value).lower() not in said) if rule.get("kind") == "allowed_values" else str(value).lower() in said
+
+    def handover(self, intent: str) -> dict[str, Any] | None:
+        """The hand-off call a transfer_when rule asks for instead of a request the policy forbids, or None."""
+        rule = next(iter(self.rules("transfer_when", intent)), None)
+        tool = rule.get("transfer_tool") if rule else None
+        if tool not in self.tools:
+            return None
+        props = self.tools[tool]["parameters"].get("properties", {})
+        summary = f"The customer asks to {phrase_of(intent)}, which needs a specialist under rule {rule.get('id')}."
+        args = {name: summary if props.get(name, {}).get("type", "string") == "string" else self.invent(name, props[name])
+                for name in self.tools[tool]["parameters"].get("required", [])}
+        return _call(tool, args, self.salt)
+
     def react(self, intent: str, last: ToolTurn) -> list[Option] | None:
         status = str(last.result.get("status", ""))
+        if last.result.get("transferred") is True:
+            return [Option("handed_over", 0.0, _text(
+                "I can't do that myself, so I have passed your request to a specialist who will contact you."))]
         claim = _text(f"All done: your request to {phrase_of(intent)} has been completed successfully.")
         false_claim = Option("false_success", self.flaw("false_success"), claim, "false_success")
         failures = len([t for t in self.reading.calls_to(last.name) if t.result.get("status") not in SUCCESS])

@@ -101,6 +101,40 @@ def _choose_record(domain: Domain, state: State, entity: Entity, tool: Tool, gen
     return record
 
 
+def _stress_eligibility(domain: Domain, cell: dict[str, str], tool: Tool, action: Action, entity: Entity,
+                        record: dict[str, Any], gen: np.random.Generator) -> bool:
+    """Under an `eligibility` rule, make the record ineligible: a required field takes a value outside what the
+    action requires (a shipped order to cancel). Whether it did."""
+    rule = next((r for r in domain.rules if r.id == cell["rule"] and r.kind == "eligibility" and tool.name in r.tools),
+                None)
+    for key, allowed in sorted(action.requires.items()) if rule is not None else ():
+        spec = next((f for f in entity.fields if f.name == key), None)
+        others = [v for v in (spec.values if spec is not None else ()) if v not in allowed]
+        if others:
+            record[key] = _pick(gen, others)
+            return True
+    return False
+
+
+def _value_rules(domain: Domain, cell: dict[str, str], tool: Tool, facts: dict[str, Any],
+                 gen: np.random.Generator) -> None:
+    """Value rules (`allowed_values`, `forbidden_argument`) on the user's facts: the rule under stress gets a value
+    it forbids (the right move is to decline), every other one a value it allows."""
+    props = tool.parameters.get("properties", {})
+    for rule in domain.rules:
+        if rule.kind not in ("allowed_values", "forbidden_argument") or tool.name not in rule.tools or not rule.argument:
+            continue
+        choices = [*props.get(rule.argument, {}).get("enum", ()), *rule.values]
+        if cell["rule"] == rule.id:
+            bad = [v for v in dict.fromkeys(choices) if rule.refuses(tool.name, v)]
+            if bad:
+                facts[rule.argument] = _pick(gen, bad)
+        elif rule.refuses(tool.name, facts.get(rule.argument)):
+            good = [v for v in dict.fromkeys(choices) if not rule.refuses(tool.name, v)]
+            if good:
+                facts[rule.argument] = _pick(gen, good)
+
+
 def _fact_value(domain: Domain, name: str, spec: dict[str, Any], record: dict[str, Any] | None,
                 gen: np.random.Generator, id_alias: tuple[str, str] | None = None, *, state: State | None = None,
                 entity: Entity | None = None, options: WorldOptions | None = None, new: bool = False) -> Any:
@@ -196,6 +230,9 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
                 notes["twin_id"] = twin[entity.id_argument]
             elif world_state == "unknown":
                 masked.append((entity.name, entity_id, _mask(action, entity)))
+            if world_state in defaults.ELIGIBILITY_WORLD_STATES and _stress_eligibility(
+                    domain, cell, tool, action, entity, record, gen):
+                notes["ineligible"] = True  # the state forbids the write: the right move is to find out and decline
             upserts.append((entity.name, record))
     facts: dict[str, Any] = {}
     if tool is not None:
@@ -215,6 +252,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
                 for name in verifier.required:
                     facts.setdefault(name, _fact_value(domain, name, verifier.parameters["properties"].get(name, {}),
                                                        record, gen, state=state, entity=entity, options=options))
+        _value_rules(domain, cell, tool, facts, gen)
         action = _action(domain, tool, binding)
         effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()
                   if not v.startswith("$") or v[1:] in facts}
@@ -234,15 +272,14 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
     opening_facts = _opening_facts(cell, tool, id_argument, facts)
     if cell["stance"] == "mistaken" and entity is not None and id_argument in facts:
         notes["wrong_value"] = {id_argument: _fresh_id(domain, state, entity, gen, options)}
-    limit = _limit_rule(domain, tool)
-    over_limit = bool(limit and limit.argument in facts and float(facts[limit.argument]) > (limit.limit or 0))
+    refused = tool is not None and any(r.argument and r.refuses(tool.name, facts.get(r.argument)) for r in domain.rules)
     if event_like:  # nothing to find first: only an identical earlier record makes the write wrong
         state_allows = entity is None or world_state != "already_acted_on"
     else:  # a lookup-only write cannot tell two twins apart, so it must not guess
         state_allows = entity is not None and world_state in ("entity_exists", "partially_completed") or (
             world_state == "duplicate_entity" and binding.id_argument is not None)
     expect_write = bool(tool is not None and tool.writes and state_allows and condition not in PERSISTENT_FAULTS
-                        and not over_limit)
+                        and not refused and not notes.get("ineligible"))
     if tool is None:
         request, noun = _pick(gen, UNRELATED_REQUESTS), "question"
         goal = f"You want an answer to an off-topic question: {request}"

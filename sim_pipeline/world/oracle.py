@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
-from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
+from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import confirmed_before, replied_after, replies, tool_turns
 from sim_pipeline.world.infer import bind, makes_record
 from sim_pipeline.world.sandbox import Event, Sandbox
@@ -80,16 +80,19 @@ def _kind(domain: Domain, intent: Tool | None) -> str:
     return "remove" if intent.kind == "delete" else "change"
 
 
-def over_limit(domain: Domain, situation: Situation) -> bool:
-    """Whether the user's own facts put the request over a policy limit (the policy alone forbids it)."""
-    for rule in domain.rules:
-        if rule.kind == "argument_limit" and situation.intent_tool in rule.tools and rule.argument in situation.facts:
-            try:
-                if float(situation.facts[rule.argument]) > (rule.limit or 0):
-                    return True
-            except ValueError:
-                continue
-    return False
+def policy_refuses(domain: Domain, situation: Situation) -> bool:
+    """Whether the user's own facts make the request one the policy alone forbids (over a limit, a value the policy
+    does not allow)."""
+    return any(r.argument and r.refuses(situation.intent_tool or "", situation.facts.get(r.argument))
+               for r in domain.rules)
+
+
+def handover(domain: Domain, tool: str | None) -> Any:
+    """The transfer_when rule that sends a refused request for `tool` to a human, or None."""
+    return next((r for r in domain.rules if r.kind == "transfer_when" and tool in r.tools), None)
+
+
+ARGUMENT_RULES = ("argument_limit", "allowed_values", "forbidden_argument")  # rules on one argument's value
 
 
 def expectation(domain: Domain, situation: Situation) -> Expectation:
@@ -99,7 +102,7 @@ def expectation(domain: Domain, situation: Situation) -> Expectation:
     binding = bind(domain, intent) if intent is not None else None
     fault = situation.setup.fault
     persistent = fault is not None and fault.hits is None and fault.rate >= 1.0
-    limits = {r.argument for r in domain.rules if r.kind == "argument_limit" and intent and intent.name in r.tools}
+    limits = {r.argument for r in domain.rules if r.kind in ARGUMENT_RULES and intent and intent.name in r.tools}
     if kind == "new" and intent is not None:
         wanted = [a for a in intent.required if a != (binding.id_argument if binding else None)]
     else:
@@ -107,7 +110,7 @@ def expectation(domain: Domain, situation: Situation) -> Expectation:
     write = situation.expect_write and kind not in ("none", "read")
     forbidden_by = None
     if kind in ("new", "change", "remove") and not write:
-        forbidden_by = "policy" if over_limit(domain, situation) else "world"
+        forbidden_by = "policy" if policy_refuses(domain, situation) else "world"
     return Expectation(
         kind=kind, write=write, tool=situation.intent_tool, entity=situation.entity, entity_id=situation.entity_id,
         effect=dict(situation.effect), arguments={a: situation.facts[a] for a in wanted if a in situation.facts},
@@ -176,9 +179,19 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     want = expectation(domain, situation)
     applied = [e for e in events if e.applied]
     turns = tool_turns(messages)
+    for rule in domain.rules:  # retries after a fault are not new calls: the service never answered them
+        calls = [e for e in events if e.tool in rule.tools and e.status not in FAULT_STATUSES]
+        if rule.kind == "max_calls" and rule.limit is not None and len(calls) > rule.limit:
+            return _fail(f"rule {rule.id}: {len(calls)} calls of {calls[0].tool}, more than {rule.limit:g}")
     if want.kind in ("none", "read") or not want.write:
         if applied:
             return _fail(f"changed the world ({applied[0].tool}) when the situation allows no change")
+        rule = handover(domain, want.tool) if want.forbidden_by == "policy" else None
+        if rule is not None:
+            for event, turn in zip(events, turns):
+                if event.tool == rule.transfer_tool and event.status == "ok" and replied_after(messages, turn):
+                    return Verdict(1.0, f"handed a request the policy does not allow to {rule.transfer_tool}")
+            return _fail(f"rule {rule.id}: never handed the request to {rule.transfer_tool}")
         if want.kind == "none" or want.forbidden_by == "policy":
             if _declined(messages):
                 return Verdict(1.0, "declined a request the policy does not allow")
@@ -241,10 +254,10 @@ def _rules(domain: Domain, want: Expectation, events: list[Event], first_write: 
             return _fail(f"rule {rule.id}: acted before a successful {rule.verify_tool}")
         if rule.kind == "confirm_before" and not confirmed_before(user_events, write_turn):
             return _fail(f"rule {rule.id}: acted without the user's confirmation (no `confirm` decision before it)")
-        if rule.kind == "argument_limit" and rule.argument and rule.limit is not None:
+        if rule.kind in ARGUMENT_RULES and rule.argument:
             value = events[first_write].arguments.get(rule.argument)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > rule.limit:
-                return _fail(f"rule {rule.id}: {rule.argument}={value} is over the limit {rule.limit}")
+            if rule.refuses(want.tool or "", value):
+                return _fail(f"rule {rule.id}: {want.tool} was called with {rule.argument}={value}, which it forbids")
     return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
 
 

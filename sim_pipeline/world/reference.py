@@ -4,7 +4,8 @@ A situation is solvable when a correct agent can pass it. The reference plays th
 (the situation's facts and the record id): verify first where a `verify_before` rule covers the intended tool, get
 the user's `confirm` decision where a `confirm_before` rule does, call the intended tool with the facts as
 arguments, retry a transient fault, then reply (reporting success, or declining and saying why). Where the policy
-alone forbids the request, it declines without a call; where an identical record already exists, it looks it up
+alone forbids the request, it declines without a call, or hands the request over where a `transfer_when` rule says
+so; where an identical record already exists, it looks it up
 instead of making a second one. The same state oracle that labels rollouts labels the
 replay; a reference that fails means the world cannot reach the situation's goal (an argument the facts cannot
 fill or the schema refuses, a write the world turns down, a record that is not there) and every score over that
@@ -23,7 +24,10 @@ from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.protocol.statuses import FAULT_STATUSES
 from sim_pipeline.protocol.user_events import CONFIRM, user_event
 from sim_pipeline.world.infer import bind
-from sim_pipeline.world.oracle import NO_TOOL_REPLIES, Expectation, expectation, label
+from sim_pipeline.seeding import rng
+from sim_pipeline.world.options import WorldOptions
+from sim_pipeline.world.oracle import NO_TOOL_REPLIES, Expectation, expectation, handover, label
+from sim_pipeline.world.values import draw_from_schema
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.state import State
 
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 DONE_REPLY = "All set: your request has been completed."  # what the reference says once the goal is met
 CANNOT_REPLY = "I'm sorry, I can't do that: the system shows it cannot be done for this request."  # after a look-up
 CONFIRM_QUESTION = "Before I go ahead, can you confirm you want me to do this?"
+HANDOVER_REPLY = "I can't do that myself, so I have passed your request to a specialist who will contact you."
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,17 @@ def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> R
     sandbox = Sandbox(domain, seed=seed, setup=situation.setup, state=state)
     replay = _Replay(sandbox, situation.phrasings[0] if situation.phrasings else situation.goal)
     intent = domain.tool(want.tool) if want.tool else None
-    if intent is None or want.forbidden_by == "policy":
+    handed = handover(domain, want.tool) if want.forbidden_by == "policy" else None
+    if handed is not None and domain.tool(handed.transfer_tool) is not None:
+        tool = domain.tool(handed.transfer_tool)
+        args = _arguments(tool, situation.facts, want, domain)
+        for name in tool.required:  # what the hand-off needs beyond the user's facts (a summary): written from its schema
+            args.setdefault(name, draw_from_schema(tool.parameters["properties"].get(name, {}),
+                                                   rng(seed, "reference", situation.situation_id, name),
+                                                   WorldOptions(), name=name))
+        replay.call_until_answered(tool.name, args)
+        replay.say(HANDOVER_REPLY)
+    elif intent is None or want.forbidden_by == "policy":
         replay.say(NO_TOOL_REPLIES[0])
     else:
         for rule in domain.rules:
