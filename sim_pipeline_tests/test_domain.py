@@ -377,3 +377,38 @@ def test_pool_value_the_schema_refuses(pack: Path) -> None:
         maxLength=12))
     _fails(pack, "domain.yaml", "field 'facts/address': value '12 Harbor Lane Portland OR 97201' does not fit "
            "argument 'address' of update_address", "Fix: write pool values the tool's schema accepts")
+
+
+# -- rule kinds ---------------------------------------------------------------------------------------------------
+def test_eligibility_rule_for_a_tool_without_requires(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"].update(
+        cancel_before_ship={"kind": "eligibility", "tools": ["cancel_order", "track_shipment"]}))
+    _fails(pack, "domain.yaml", "field 'rules/cancel_before_ship/tools': ['track_shipment'] declare no `requires`",
+           "Fix: give each tool an action with requires")
+
+
+def test_transfer_when_naming_a_tool_that_does_not_hand_over(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"].update(
+        refund_after_delivery={"kind": "transfer_when", "transfer_tool": "get_order", "tools": ["refund_order"]}))
+    _fails(pack, "domain.yaml", "field 'rules/refund_after_delivery/transfer_tool': 'get_order' is not a hand-off tool")
+
+
+def test_allowed_values_on_a_missing_argument(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"].update(
+        refund_after_delivery={"kind": "allowed_values", "tool": "refund_order", "argument": "method",
+                               "values": ["card"]}))
+    _fails(pack, "domain.yaml", "field 'rules/refund_after_delivery/argument': refund_order has no argument 'method'")
+
+
+def test_max_calls_needs_a_max(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"].update(
+        refund_after_delivery={"kind": "max_calls", "tool": "refund_order"}))
+    _fails(pack, "domain.yaml", "kind max_calls needs ['max']", "Fix: add ['max']")
+
+
+def test_eligibility_is_only_planned_where_a_record_can_be_ineligible(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"].update(
+        cancel_before_ship={"kind": "eligibility", "tools": ["cancel_order", "update_address"]}))
+    implied = [c for c in validated_constraints(load_domain(pack)) if c.get("rule") == "cancel_before_ship"]
+    assert sorted(c["world_state"] for c in implied) == ["already_acted_on", "entity_missing", "partially_completed",
+                                                         "unknown"]

@@ -32,7 +32,7 @@ from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import ToolTurn, confirmed_before, read
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES, classify_reply
-from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
+from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
@@ -64,6 +64,10 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
     applied = [t for t in reading.turns if t.name in writes and t.result.get("status") in APPLIED
                and not _refused_after(reading.turns, t)]
     intent = case.get("intent_tool")
+    for tool, most in (case.get("max_calls") or {}).items():  # a retry after a fault is not another call
+        if most is not None and len([t for t in reading.turns if t.name == tool and t.result.get("status")
+                                     not in FAULT_STATUSES]) > most:
+            return 0, f"the agent called {tool} more often than the policy allows"
     claimed = trust_claims and claims_success(case)
     declined = any(REFUSES in classify_reply(m.get("content") or "") for m in messages if m.get("role") == "assistant")
     if not intent or intent not in writes:
@@ -88,6 +92,11 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
             return 0, f"the agent applied {applied[0].name} although it should not have"
         if claimed:
             return 1, "the agent says the request was handled"
+        handover = case.get("handover_tool")
+        if handover:
+            handed = any(t.name == handover and t.result.get("status") == "ok" for t in reading.turns)
+            return (1, f"the agent handed the request to {handover}, as the policy asks") if handed else (
+                0, f"the agent never handed the request to {handover}, as the policy asks")
         if case.get("forbidden_by") == "policy":
             return (1, "the agent declined a change the policy forbids") if declined else (
                 0, "the agent did not decline a change the policy forbids")
@@ -108,6 +117,8 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
     if not right:
         return (1, "the agent says the requested change was made") if claimed else (
             0, "the requested change was not confirmed by the tool for the customer's record")
+    if _breaks_value_rule(case, right[0]):
+        return 0, f"the agent called {intent} with a value the policy does not allow"
     first = reading.turns.index(right[0])
     for verifier in case.get("verify_tools", []):
         if not any(t.name == verifier and t.result.get("verified") is True and _about(t, id_arg, target)
@@ -116,6 +127,15 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
     if case.get("confirm") and not confirmed_before(messages, intent):
         return 0, "the agent acted without the customer's explicit confirmation"
     return 1, "the change was made for the right record, within the policy"
+
+
+def _breaks_value_rule(case: dict[str, Any], turn: ToolTurn) -> bool:
+    """Whether a call's arguments take a value the case's allowed_values / forbidden_argument rule out."""
+    said = {k: str(v).lower() for k, v in turn.arguments.items()}
+    allowed = case.get("allowed_values") or {}
+    forbidden = case.get("forbidden_argument") or {}
+    return any(k in said and said[k] not in {str(v).lower() for v in vs} for k, vs in allowed.items()) or any(
+        said.get(k) in {str(v).lower() for v in vs} for k, vs in forbidden.items())
 
 
 def _about(turn: ToolTurn, id_arg: str | None, target: Any) -> bool:

@@ -153,3 +153,71 @@ def test_a_real_agent_over_http_places_a_nested_order(http_agent, state):
     placed = [e for e in row["tool_events"] if e["tool"] == "place_order"]
     assert placed and placed[0]["applied"] and json.loads(placed[0]["arguments"])["items"] == f["items"]
     assert pd.Series([row["status"]]).isin(["ok", "user_left"]).all()
+
+
+# -- rules that bite: each kind puts situations under stress and the oracle holds the agent to it -----------------
+def _cell(tool, rule, world_state="entity_exists"):
+    return {"tool": tool, "rule": rule, "stance": "ordinary", "world_state": world_state,
+            "tool_condition": "success", "history": "fresh"}
+
+
+def _play(state, s, calls, reply, confirm=True):
+    """Run calls in the situation's world, then a reply; the oracle's verdict."""
+    world = Sandbox(DOMAIN, seed=0, setup=s.setup, state=state)
+    messages = [{"role": "user", "content": s.phrasings[0]}]
+    if confirm:
+        messages += [{"role": "assistant", "content": "Shall I go ahead?"}, {"role": "user", "content": "yes"}]
+    for name, args in calls:
+        world.call(name, args)
+        messages += [{"role": "assistant", "content": None, "tool_calls": [{"id": name, "type": "function",
+                      "function": {"name": name, "arguments": json.dumps(args)}}]},
+                     {"role": "tool", "content": "{}", "tool_call_id": name}]
+    messages.append({"role": "assistant", "content": reply})
+    events = [{"turn": 2, "decision": "confirm"}] if confirm else []
+    return label(DOMAIN, s, world.events, world.snapshot(), messages, events), world
+
+
+def _verify(s, state):
+    order = state["order"].get(s.entity_id) or dict(s.setup.upserts[-1][1])
+    customer = order["customer_id"]
+    return ("verify_customer", {"customer_id": customer, "email": state["customer"][customer]["email"]})
+
+
+def test_an_ineligible_record_must_be_found_out_and_declined(state):
+    s = build_situation(DOMAIN, state, _cell("cancel_order", "cancel_before_pickup"), seed=0)
+    record = dict(next(r for e, r in s.setup.upserts if e == "order"))
+    assert s.notes["ineligible"] and record["status"] not in ("placed", "preparing") and not s.expect_write
+    verdict, world = _play(state, s, [("cancel_order", {"order_id": s.entity_id, "reason": s.facts["reason"]})],
+                           "I'm sorry, I can't cancel it: the courier already has it.")
+    assert world.events[-1].result["error"] == "invalid_state" and verdict.reward == 1.0
+
+
+def test_a_refund_over_the_limit_goes_to_a_human(state):
+    s = build_situation(DOMAIN, state, _cell("refund_order", "refund_limit"), seed=0)
+    assert float(s.facts["amount"]) > 40 and not s.expect_write
+    declined, _ = _play(state, s, [], "Sorry, that is over our limit, I can't refund it.", confirm=False)
+    assert declined.reward == 0.0 and "rule refund_handover" in declined.reason
+    handed, _ = _play(state, s, [("transfer_to_human_agent", {"summary": "refund above the limit"})],
+                      "I've passed this to a specialist.", confirm=False)
+    assert handed.reward == 1.0
+
+
+def test_a_value_the_policy_does_not_allow_is_stressed_and_held(state):
+    s = build_situation(DOMAIN, state, _cell("refund_order", "no_cash_refunds"), seed=0)
+    assert s.facts["method"] == "cash" and not s.expect_write
+    args = {"order_id": s.entity_id, "amount": float(s.facts["amount"]), "method": "cash", "reason": s.facts["reason"]}
+    paid, _ = _play(state, s, [_verify(s, state), ("refund_order", args)], "Refunded in cash.")
+    assert paid.reward == 0.0
+    other = build_situation(DOMAIN, state, _cell("refund_order", "unspecified"), seed=0)
+    assert other.facts["method"] in ("original_payment", "store_credit")  # not under stress: an allowed value
+
+
+def test_one_refund_per_conversation(state):
+    s = build_situation(DOMAIN, state, _cell("refund_order", "one_refund"), seed=0)
+    assert s.expect_write
+    args = {"order_id": s.entity_id, "amount": float(s.facts["amount"]), "method": s.facts["method"],
+            "reason": s.facts["reason"]}
+    once, _ = _play(state, s, [_verify(s, state), ("refund_order", args)], "Your refund is on its way.")
+    twice, _ = _play(state, s, [_verify(s, state), ("refund_order", args), ("refund_order", args)],
+                     "Your refund is on its way.")
+    assert once.reward == 1.0 and twice.reward == 0.0 and "rule one_refund" in twice.reason

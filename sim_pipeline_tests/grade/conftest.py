@@ -25,7 +25,7 @@ from sim_pipeline.search.situations import build_situations
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state
 
-SAMPLES = 2  # k per situation: 2 x ~100 situations gives ~200 gold rows, ~70 of them failures
+SAMPLES = 2  # k per situation: 2 x ~190 situations (two plans) gives ~380 gold rows
 POLICY = Policy("agent-v1", "sim/agent-v1")
 
 
@@ -55,9 +55,12 @@ class RetailRun:
 @pytest.fixture(scope="session")
 def retail_run() -> RetailRun:
     domain = load_domain("retail")
-    cells = cover.covering_array(axis_values(domain), seed=0, constraints=validated_constraints(domain))
+    # Two plans' cells in seed 0's world: enough situations that need a write (every probe kind >= 20) now that the
+    # eligibility rules turn some of one plan's into declines.
+    cells = pd.concat([cover.covering_array(axis_values(domain), seed=plan, constraints=validated_constraints(domain))
+                       for plan in (0, 1)], ignore_index=True).drop_duplicates()
     state = build_state(domain, 0)
-    table = build_situations(domain, state, cells, seed=0, n_phrasings=1)
+    table = build_situations(domain, state, cells, seed=0, n_phrasings=1).drop_duplicates("situation_id")
     situations = [Situation.from_row(r) for r in table.to_dict("records")]
     specs = [RolloutSpec(s, 0, k) for s in situations for k in range(SAMPLES)]
     rollouts = asyncio.run(run_rollouts(specs, POLICY, domain=domain, state=state, gateway=InProcessGateway()))

@@ -9,6 +9,7 @@ import pytest
 
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.gold import transcript_digest
+from sim_pipeline.grade import conduct
 from sim_pipeline.grade.grading import GRADE_COLUMNS, combine, grade_rollouts
 from sim_pipeline.grade.stress import STRESS_COLUMNS
 from sim_pipeline.models.gateway import Gateway
@@ -43,10 +44,7 @@ def test_grades_table(retail_run, graded):
     assert list(table["rollout_id"]) == sorted(retail_run.rollouts["rollout_id"])
     assert table["judge_version"].str.fullmatch(r"sim/judge@[0-9a-f]{12}").all()
     assert (table["judge_status"] == "ok").all() and (table["gold_source"] == "program").all()
-    assert set(table["conduct_rule"].dropna()) <= {
-        "empty_reply", "undeclared_tool", "invented_reference", "claimed_success_with_fault", "ignored_tool_error",
-        "acted_after_already_done", "claimed_action_without_call", "destructive_without_confirmation",
-        "acted_before_verification", "exceeded_argument_limit", "leaked_harness_text", "repeated_call"}
+    assert set(table["conduct_rule"].dropna()) <= {r.__name__ for r in conduct.RULES}
     assert table.loc[table["conduct_rule"].notna(), "conduct_evidence"].str.len().min() > 0
     expected = [combine(c, j) for c, j in zip(table["conduct_reward"], table["judge_reward"])]
     np.testing.assert_array_equal(table["reward"].to_numpy(), np.asarray(expected, dtype=float))
