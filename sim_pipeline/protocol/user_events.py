@@ -42,12 +42,13 @@ USER_ACTION_CHOICE: dict[str, Any] = {"type": "function", "function": {"name": U
 
 # Why a conversation ended (the rollout's finish_reason).
 FINISH_GOAL_REACHED = "goal_reached"  # the world shows the user's goal met after the agent replied
+FINISH_TRANSFERRED = "transferred"  # the agent handed the conversation to a human (a transfer tool answered ok)
 FINISH_USER_SATISFIED = "user_satisfied"
 FINISH_USER_LEFT = "user_left"
 FINISH_TURN_CAP = "turn_cap"
 FINISH_EMPTY_REPLY = "empty_reply"
 FINISH_ERROR = "error"
-FINISH_REASONS: tuple[str, ...] = (FINISH_GOAL_REACHED, FINISH_USER_SATISFIED, FINISH_USER_LEFT, FINISH_TURN_CAP,
+FINISH_REASONS: tuple[str, ...] = (FINISH_GOAL_REACHED, FINISH_TRANSFERRED, FINISH_USER_SATISFIED, FINISH_USER_LEFT, FINISH_TURN_CAP,
                                    FINISH_EMPTY_REPLY, FINISH_ERROR)
 
 

@@ -21,6 +21,7 @@ from sim_pipeline.protocol.user_events import (
     FINISH_EMPTY_REPLY,
     FINISH_ERROR,
     FINISH_GOAL_REACHED,
+    FINISH_TRANSFERRED,
     FINISH_TURN_CAP,
     FINISH_USER_LEFT,
     FINISH_USER_SATISFIED,
@@ -146,6 +147,10 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
                 break
             if goal_reached(domain, situation, sandbox.events, sandbox.state):
                 status, finish = OK, FINISH_GOAL_REACHED  # the world shows the goal met and the agent has replied
+                break
+            if any(e.status == "ok" and (t := domain.tool(e.tool)) is not None and t.kind == "transfer"
+                   for e in sandbox.events):
+                status, finish = OK, FINISH_TRANSFERRED  # a human has the conversation now; the agent has said so
                 break
             user_view.append(_text("user", message["content"]))
             try:

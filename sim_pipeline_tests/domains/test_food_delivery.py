@@ -221,3 +221,15 @@ def test_one_refund_per_conversation(state):
     twice, _ = _play(state, s, [_verify(s, state), ("refund_order", args), ("refund_order", args)],
                      "Your refund is on its way.")
     assert once.reward == 1.0 and twice.reward == 0.0 and "rule one_refund" in twice.reason
+
+
+def test_a_hand_off_over_http_ends_the_conversation(http_agent, state):
+    s = build_situation(DOMAIN, state, _cell("refund_order", "refund_limit"), seed=0)
+    http_agent(scripted({s.phrasings[0]: [
+        call("transfer_to_human_agent", summary=f"Refund of ${s.facts['amount']} requested, above what I may approve"),
+        say("That amount needs one of my colleagues — I've passed your case over and they'll reach out shortly.")]}))
+    rows = asyncio.run(run_rollouts([RolloutSpec(s, 0, 0)], Policy("http", "openai/scripted-agent"), domain=DOMAIN,
+                                    state=state, gateway=Gateway()))
+    row = rows.iloc[0]
+    assert (row["status"], row["finish_reason"], row["oracle_reward"]) == ("ok", "transferred", 1.0)
+    assert len(row["user_events"]) == 0  # handed over before the user was asked anything
