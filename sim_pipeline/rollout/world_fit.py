@@ -75,7 +75,9 @@ def _told(event: Mapping[str, Any], messages: list[Mapping[str, Any]]) -> bool:
         return False  # too short to tell a told value from a coincidence ("1", "ok")
     turn = event.get("turn")
     before = messages[:turn] if isinstance(turn, int) and turn >= 0 else messages
-    text = " ".join(str(m.get("content") or "") for m in before if m.get("role") in ("user", "tool")).lower()
+    # A rejection quotes the agent's own bad value back: what the world told is what it answered, not what it refused.
+    text = " ".join(str(m.get("content") or "") for m in before if m.get("role") == "user" or (
+        m.get("role") == "tool" and '"status": "rejected"' not in str(m.get("content") or ""))).lower()
     return said.lower() in text
 
 

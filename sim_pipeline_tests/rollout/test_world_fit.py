@@ -179,3 +179,13 @@ def test_ids_the_world_shows_but_a_tool_refuses_are_named(misshapen_ids_pack):
     fit = domain_fit(domain, rows, situations)
     assert ("update_address", "told_rejected") in {(p.tool, p.kind) for p in fit_problems(fit)}
     assert fit_sentence(fit).startswith("POOR")
+
+
+def test_a_rejection_quoting_the_agents_own_value_does_not_make_it_told():
+    quoted = [{"role": "user", "content": "hi"},
+              {"role": "tool", "content": json.dumps({"status": "rejected", "error": "invalid_argument",
+                                                      "message": "order_id: 'ORD-77' does not match"})},
+              {"role": "assistant", "content": None}]
+    again = event("get", "rejected", error="invalid_argument", field="order_id", arguments='{"order_id": "ORD-77"}')
+    frame = rollouts(*[("r", "ok", [dict(again, turn=3)])] * 12).assign(messages=[quoted] * 12)
+    assert world_fit(frame, SITUATIONS, ["cancel"]).set_index("tool").loc["get", "told_rejected"] == 0
