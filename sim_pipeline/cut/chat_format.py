@@ -1,9 +1,13 @@
 """Cut messages in the shapes trainers read: Hugging Face chat templates, and OpenAI fine-tuning lines.
 
 Cut rows keep every message key (None where absent) and tool-call arguments as JSON strings, the OpenAI wire
-format. Transformers' chat templates want `arguments` as a mapping instead ("Tool use" guide: the OpenAI JSON
-string "may cause errors or strange model behavior" there), while OpenAI fine-tuning lines keep the string and
-accept per message only the keys its chat schema declares (a tool message: role, content, tool_call_id).
+format. Transformers' chat templates want `arguments` as a mapping ("Tool use" guide: the OpenAI JSON string "may
+cause errors or strange model behavior" there), but a Parquet column holds one struct type: Arrow would merge every
+tool's arguments into one struct and hand each call back with the other tools' keys as null (which templates then
+render, and which breaks every call's schema). So the Parquet exports keep the arguments as JSON text, and
+`with_decoded_arguments` turns them into mappings per row, lazily, when a loaded dataset is read (TRL's tokenizing
+`map` sees the decoded rows). OpenAI fine-tuning lines keep the string and accept per message only the keys its
+chat schema declares (a tool message: role, content, tool_call_id).
 """
 
 import json
@@ -36,7 +40,8 @@ def arguments_object(call: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def hf_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat-template message: None keys and `weight` dropped, content set, tool-call arguments a mapping."""
+    """A chat-template message: None keys and `weight` dropped, content set, tool-call arguments as canonical JSON
+    text of an object (decode with `with_decoded_arguments` after loading)."""
     out = {
         key: value
         for key, value in message.items()
@@ -59,11 +64,39 @@ def hf_message(message: Mapping[str, Any]) -> dict[str, Any]:
                 {
                     "id": call.get("id"),
                     "type": call.get("type") or "function",
-                    "function": {"name": call["function"]["name"], "arguments": arguments},
+                    "function": {"name": call["function"]["name"],
+                                 "arguments": json.dumps(arguments, ensure_ascii=False, sort_keys=True)},
                 }
             )
         out["tool_calls"] = decoded
     return out
+
+
+MESSAGE_COLUMNS = ("messages", "prompt", "chosen", "rejected", "completion")  # export columns holding chats
+
+
+def _decoded(messages: Any) -> Any:
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+        if calls:
+            message = {**message, "tool_calls": [
+                {**call, "function": {**call["function"], "arguments": arguments_object(call)}} for call in calls]}
+        out.append(message)
+    return out
+
+
+def decode_arguments(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """A `datasets` transform: every tool call's JSON-text arguments in the chat columns as a mapping."""
+    return {key: [_decoded(v) for v in values] if key in MESSAGE_COLUMNS else values for key, values in batch.items()}
+
+
+def with_decoded_arguments(dataset: Any) -> Any:
+    """A loaded export whose rows give tool-call arguments as mappings (what chat templates want), decoded per row
+    on access so Arrow never merges them: `with_decoded_arguments(load_dataset("parquet", data_files=...))`."""
+    return dataset.with_transform(decode_arguments)
 
 
 def openai_message(message: Mapping[str, Any], *, weight: int | None = None) -> dict[str, Any]:

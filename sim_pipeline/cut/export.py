@@ -5,8 +5,8 @@ Shapes follow each tool's documentation (the rows themselves are built in `expor
   SFTTrainer, preference with explicit prompt (`prompt`/`chosen`/`rejected`) for DPOTrainer, preference with
   implicit prompt (`chosen`/`rejected` + `margin`) for RewardTrainer, unpaired preference
   (`prompt`/`completion`/`label`) for KTO/BCO, prompt-only (`prompt`) for GRPOTrainer, whose reward functions
-  receive every other column. TRL's SFT and DPO trainers json-decode a string `tools` column and drop the None
-  values Arrow adds for keys a row lacks. Parquet, so nested types are fixed at export, not guessed at load.
+  receive every other column. `tools` is a JSON string column, and so are tool-call arguments: one Parquet struct
+  column cannot hold every tool's arguments without merging them (load with `chat_format.with_decoded_arguments`).
 - OpenAI fine-tuning: chat lines `{"messages", "tools"}` with `weight` 0/1 on assistant turns; DPO lines
   `{"input": {"messages", "tools"}, "preferred_output", "non_preferred_output"}`. Lines hold documented keys
   only; provenance goes to a sidecar `<name>.provenance.jsonl`, line for line.
@@ -163,9 +163,9 @@ def _write_parquet(path: Path, rows: list[dict]) -> None:
         write_table(UPath(path), table)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise ExportError(
-            f"{path}: the rows do not fit one Parquet schema ({exc}); most likely one tool argument takes "
-            f"different JSON types in different calls: fix the tool schema or the agent, or export --format "
-            f"openai, which keeps arguments as JSON strings"
+            f"{path}: the rows do not fit one Parquet schema ({exc}); a column takes different JSON types in "
+            f"different rows: export --format openai, which keeps every row as its own JSON line, and report the "
+            f"cut that produced it"
         ) from exc
 
 

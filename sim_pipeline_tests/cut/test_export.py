@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from upath import UPath
 
-from sim_pipeline.cut.chat_format import OPENAI_KEYS
+from sim_pipeline.cut.chat_format import OPENAI_KEYS, with_decoded_arguments
 from sim_pipeline.cut.cuts import CUTS, build_cut
 from sim_pipeline.cut.export import FORMATS, export, export_openai, export_trl, export_verl
 from sim_pipeline.cut.preference import build_preference_pairs
@@ -56,18 +56,11 @@ def exported(cuts, tmp_path_factory) -> dict[tuple[str, str], object]:
 
 
 def load(path: str, tmp_path: Path) -> datasets.Dataset:
-    """What a training script does: the packaged parquet/json loader on a local file (cache in tmp_path)."""
+    """What a training script does: the packaged parquet/json loader on a local file (cache in tmp_path), and for
+    Parquet the README's one step: tool-call arguments decoded per row, as chat templates want them."""
     builder = "json" if path.endswith(".jsonl") else "parquet"
-    return datasets.load_dataset(builder, data_files=path, split="train", cache_dir=str(tmp_path / "hf"))
-
-
-def strip_none(value):
-    """What TRL's trainers do first: drop the None values Arrow adds for keys a row lacks."""
-    if isinstance(value, list):
-        return [strip_none(v) for v in value]
-    if isinstance(value, dict):
-        return {k: strip_none(v) for k, v in value.items() if v is not None}
-    return value
+    ds = datasets.load_dataset(builder, data_files=path, split="train", cache_dir=str(tmp_path / "hf"))
+    return ds if builder == "json" else with_decoded_arguments(ds)
 
 
 def lines(path: str) -> list[dict]:
@@ -80,7 +73,7 @@ def assert_chat(messages: list[dict], *, first: str, last: str) -> None:
     open_calls: set[str] = set()
     for message in messages:
         assert message["role"] in ROLES and isinstance(message["content"], str)
-        for call in message.get("tool_calls", []):
+        for call in message.get("tool_calls") or []:
             assert call["type"] == "function" and isinstance(call["function"]["arguments"], dict)
             open_calls.add(call["id"])
         if message["role"] == "tool":
@@ -108,7 +101,7 @@ def test_trl_sft_is_conversational_language_modeling_with_tools(exported, cuts, 
     } <= set(ds.column_names)
     assert ds.num_rows == len(cuts["sft"]) - sum(exported["trl", "sft"].left_out.values())
     for row in ds:
-        assert_chat(strip_none(row["messages"]), first="system", last="assistant")
+        assert_chat(row["messages"], first="system", last="assistant")
         assert json.loads(row["tools"]) == TOOLS  # TRL json-decodes a string tools column
 
 
@@ -124,9 +117,9 @@ def test_trl_dpo_is_preference_with_explicit_prompt(exported, tmp_path):
         "margin",
     } <= set(ds.column_names)
     for row in ds:
-        assert_chat(strip_none(row["prompt"]), first="system", last="user")
+        assert_chat(row["prompt"], first="system", last="user")
         for side in ("chosen", "rejected"):
-            assert_chat(strip_none(row[side]), first="assistant", last="assistant")
+            assert_chat(row[side], first="assistant", last="assistant")
         assert row["chosen"] != row["rejected"] and row["chosen_rollout_id"] != row["rejected_rollout_id"]
 
 
@@ -136,7 +129,7 @@ def test_trl_reward_is_preference_with_implicit_prompt_and_margin(exported, tmp_
         ds.column_names
     ) and "prompt" not in ds.column_names
     for row in ds:
-        chosen, rejected = strip_none(row["chosen"]), strip_none(row["rejected"])
+        chosen, rejected = row["chosen"], row["rejected"]
         assert_chat(chosen, first="system", last="assistant")
         assert chosen[:2] == rejected[:2]  # the shared prompt: system and the opening user turn
         assert (
@@ -165,7 +158,7 @@ def test_trl_grpo_is_prompt_only_with_the_reward_columns(exported, cuts, tmp_pat
     } <= set(ds.column_names)
     assert ds.num_rows == cuts["grpo_groups"]["group_id"].nunique()
     for row in ds:
-        assert_chat(strip_none(row["prompt"]), first="system", last="user")
+        assert_chat(row["prompt"], first="system", last="user")
         passes = sum(r == 1.0 for r in row["rewards"])
         assert (
             len(row["rewards"]) == len(row["rollout_ids"]) == row["group_size"]
@@ -248,12 +241,12 @@ def test_tool_calls_round_trip_and_imitation_targets_fit_the_declared_schema(exp
     source, schemas = source_calls(cuts), {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     seen = 0
     for (fmt, dataset), f in exported.items():
-        rows = lines(f.path) if fmt == "openai" else [strip_none(r) for r in load(f.path, tmp_path)]
+        rows = lines(f.path) if fmt == "openai" else list(load(f.path, tmp_path))
         for row in rows:
             for key, messages in _conversations(row):
                 for message in messages:
                     target = _is_target(fmt, dataset, key, message)
-                    for call in message.get("tool_calls", []):
+                    for call in message.get("tool_calls") or []:
                         arguments = call["function"]["arguments"]
                         arguments = json.loads(arguments) if fmt == "openai" else arguments
                         assert {"name": call["function"]["name"], "arguments": arguments} == source[
@@ -383,11 +376,13 @@ def test_an_empty_dataset_removes_the_earlier_file(make, to_frames, tools, tmp_p
     assert (f.rows, f.path) == (0, None) and not list(tmp_path.iterdir())
 
 
-def test_arguments_of_conflicting_types_stop_a_parquet_export_with_the_fix(make, to_frames, tools, tmp_path):
+def test_arguments_of_conflicting_types_round_trip_in_parquet(make, to_frames, tools, tmp_path):
     rows = [make("s1", reward=1.0), bad_call_rollout(make, "s2", reward=0.0, arguments={"order_id": 1001})]
     pointwise, _ = reward_model_set(*to_frames(rows))
-    with pytest.raises(ExportError, match="--format openai"):
-        export("trl", {"reward_model_set": pointwise}, tmp_path, tools=tools)
+    (f,) = export("trl", {"reward_model_set": pointwise}, tmp_path, tools=tools)
+    ds = load(f.path, tmp_path)
+    ids = [c["function"]["arguments"]["order_id"] for row in ds for m in row["completion"] for c in m["tool_calls"] or []]
+    assert sorted(ids, key=str) == [1001, "A1001", "A1001"]  # each call keeps its own types
 
 
 @pytest.mark.parametrize(
@@ -409,3 +404,94 @@ def test_the_cli_offers_every_format_and_no_other():
         assert parser().parse_args(["export", "--format", fmt]).format == fmt
     with pytest.raises(SystemExit):
         parser().parse_args(["export", "--format", "csv"])
+
+
+# --- Nested arguments through Parquet and two real chat templates -------------------------------------------
+QWEN_STYLE = """{%- for message in messages %}
+{%- if message.role == "assistant" %}<|im_start|>assistant
+{% generation %}{{ message.content or "" }}{%- for call in message.tool_calls or [] %}
+<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
+</tool_call>{%- endfor %}<|im_end|>{% endgeneration %}
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content or "" }}<|im_end|>
+{% endif %}{%- endfor %}"""
+LLAMA3_STYLE = """{%- for message in messages %}<|start_header_id|>{{ message.role }}<|end_header_id|>
+
+{% if message.tool_calls %}{%- for call in message.tool_calls %}{"name": "{{ call.function.name }}", \
+"parameters": {{ call.function.arguments | tojson }}}{%- endfor %}{%- else %}{{ message.content or "" }}\
+{%- endif %}<|eot_id|>{%- endfor %}"""
+
+
+def _template(source: str):
+    import jinja2
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
+        """`{% generation %}...{% endgeneration %}`: the assistant-mask markers of training templates; renders its body."""
+
+        tags = {"generation"}
+
+        def parse(self, parser):
+            next(parser.stream)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    return jinja2.Environment(extensions=[Generation]).from_string(source)
+
+
+def _rendered_calls(text: str) -> list[dict]:
+    """Every {"name": ..., "arguments"|"parameters": {...}} object a rendered conversation holds."""
+    decoder, calls, at = json.JSONDecoder(), [], 0
+    while (at := text.find('{"name": ', at)) >= 0:
+        value, end = decoder.raw_decode(text, at)
+        calls.append({"name": value["name"], "arguments": value.get("arguments", value.get("parameters"))})
+        at = end
+    return calls
+
+
+def nested_rollouts(make, to_frames):
+    """Rollouts of two tools with differently shaped arguments: a flat look-up, then an order of dish objects."""
+    food = load_domain("food_delivery")
+    pairs = []
+    for i, (items, street) in enumerate([([{"dish": "pad thai", "quantity": 2}], "12 Harbor Lane"),
+                                         ([{"dish": "lemonade", "quantity": 1}, {"dish": "cheeseburger",
+                                                                                  "quantity": 3}], "9 Elm Street")]):
+        row, grade = make(f"n{i}", reward=1.0, sample_index=i)
+        look = {"id": f"look_{i}", "type": "function", "function": {"name": "get_customer", "arguments": json.dumps(
+            {"customer_id": "C1234"})}}
+        place = {"id": f"place_{i}", "type": "function", "function": {"name": "place_order", "arguments": json.dumps(
+            {"customer_id": "C1234", "restaurant_id": "R101", "items": items,
+             "delivery_address": {"street": street, "city": "Portland", "zip": "97201"}})}}
+        system, user = row["messages"][:2]
+        row["messages"] = [system, user,
+                           {**user, "role": "assistant", "content": None, "tool_calls": [look]},
+                           {**user, "role": "tool", "content": '{"status": "ok"}', "tool_call_id": look["id"]},
+                           {**user, "role": "assistant", "content": None, "tool_calls": [place]},
+                           {**user, "role": "tool", "content": '{"status": "created"}', "tool_call_id": place["id"]},
+                           {**user, "role": "assistant", "content": "Your order is placed."}]
+        pairs.append((row, grade))
+    return food.tool_schemas, to_frames(pairs)
+
+
+def test_nested_arguments_survive_parquet_and_render_schema_valid_in_two_templates(make, to_frames, tmp_path):
+    tools, (rollouts, grades) = nested_rollouts(make, to_frames)
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    sft = select_for_sft(rollouts, grades, tools=tools)
+    pointwise, _ = reward_model_set(rollouts, grades)
+    files = export("trl", {"sft": sft, "reward_model_set": pointwise}, tmp_path / "trl", tools=tools)
+    assert {f.dataset: f.rows for f in files} == {"sft": 2, "reward_pointwise": 2}
+    rendered = 0
+    for f in files:
+        raw = datasets.load_dataset("parquet", data_files=f.path, split="train", cache_dir=str(tmp_path / "hf"))
+        column = "messages" if f.dataset == "sft" else "completion"
+        call_type = raw.features[column].feature["tool_calls"].feature["function"]["arguments"]
+        assert call_type.dtype == "string"  # JSON text: never one struct merged from every tool's arguments
+        for row in with_decoded_arguments(raw):
+            for template in (QWEN_STYLE, LLAMA3_STYLE):
+                calls = _rendered_calls(_template(template).render(messages=row[column]))
+                assert [c["name"] for c in calls] == ["get_customer", "place_order"]
+                for call in calls:
+                    assert None not in call["arguments"].values()
+                    jsonschema.validate(call["arguments"], schemas[call["name"]])
+                    rendered += 1
+    assert rendered == 16  # 2 files x 2 rows x 2 templates x 2 calls
