@@ -5,9 +5,11 @@ format. Transformers' chat templates want `arguments` as a mapping ("Tool use" g
 cause errors or strange model behavior" there), but a Parquet column holds one struct type: Arrow would merge every
 tool's arguments into one struct and hand each call back with the other tools' keys as null (which templates then
 render, and which breaks every call's schema). So the Parquet exports keep the arguments as JSON text, and
-`with_decoded_arguments` turns them into mappings per row, lazily, when a loaded dataset is read (TRL's tokenizing
-`map` sees the decoded rows). OpenAI fine-tuning lines keep the string and accept per message only the keys its
-chat schema declares (a tool message: role, content, tool_call_id).
+`with_decoded_arguments` turns them into mappings per row, lazily, as the loaded dataset is iterated: an
+IterableDataset, because TRL's trainers refuse a `with_transform` dataset and a map-style `map` would merge the
+structs again (tried with TRL 1.16: SFTTrainer with `assistant_only_loss` trains on it). OpenAI fine-tuning lines
+keep the string and accept per message only the keys its chat schema declares (a tool message: role, content,
+tool_call_id).
 """
 
 import json
@@ -94,9 +96,10 @@ def decode_arguments(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
 
 
 def with_decoded_arguments(dataset: Any) -> Any:
-    """A loaded export whose rows give tool-call arguments as mappings (what chat templates want), decoded per row
-    on access so Arrow never merges them: `with_decoded_arguments(load_dataset("parquet", data_files=...))`."""
-    return dataset.with_transform(decode_arguments)
+    """A loaded export as an IterableDataset whose rows give tool-call arguments as mappings (what chat templates
+    want), decoded row by row so Arrow never merges them: `with_decoded_arguments(load_dataset("parquet", ...))`;
+    pass it to a TRL trainer with `max_steps` set (an iterable dataset has no length)."""
+    return dataset.to_iterable_dataset().map(decode_arguments, batched=True)
 
 
 def openai_message(message: Mapping[str, Any], *, weight: int | None = None) -> dict[str, Any]:

@@ -56,11 +56,14 @@ def exported(cuts, tmp_path_factory) -> dict[tuple[str, str], object]:
 
 
 def load(path: str, tmp_path: Path) -> datasets.Dataset:
-    """What a training script does: the packaged parquet/json loader on a local file (cache in tmp_path), and for
-    Parquet the README's one step: tool-call arguments decoded per row, as chat templates want them."""
+    """What a training script does: the packaged parquet/json loader on a local file (cache in tmp_path)."""
     builder = "json" if path.endswith(".jsonl") else "parquet"
-    ds = datasets.load_dataset(builder, data_files=path, split="train", cache_dir=str(tmp_path / "hf"))
-    return ds if builder == "json" else with_decoded_arguments(ds)
+    return datasets.load_dataset(builder, data_files=path, split="train", cache_dir=str(tmp_path / "hf"))
+
+
+def decoded(ds: datasets.Dataset) -> list[dict]:
+    """The rows a trainer sees after the README's one step: tool-call arguments decoded, row by row."""
+    return list(with_decoded_arguments(ds))
 
 
 def lines(path: str) -> list[dict]:
@@ -100,7 +103,7 @@ def test_trl_sft_is_conversational_language_modeling_with_tools(exported, cuts, 
         "judge_version",
     } <= set(ds.column_names)
     assert ds.num_rows == len(cuts["sft"]) - sum(exported["trl", "sft"].left_out.values())
-    for row in ds:
+    for row in decoded(ds):
         assert_chat(row["messages"], first="system", last="assistant")
         assert json.loads(row["tools"]) == TOOLS  # TRL json-decodes a string tools column
 
@@ -116,7 +119,7 @@ def test_trl_dpo_is_preference_with_explicit_prompt(exported, tmp_path):
         "rejected_rollout_id",
         "margin",
     } <= set(ds.column_names)
-    for row in ds:
+    for row in decoded(ds):
         assert_chat(row["prompt"], first="system", last="user")
         for side in ("chosen", "rejected"):
             assert_chat(row[side], first="assistant", last="assistant")
@@ -128,7 +131,7 @@ def test_trl_reward_is_preference_with_implicit_prompt_and_margin(exported, tmp_
     assert {"chosen", "rejected", "margin", "tools"} <= set(
         ds.column_names
     ) and "prompt" not in ds.column_names
-    for row in ds:
+    for row in decoded(ds):
         chosen, rejected = row["chosen"], row["rejected"]
         assert_chat(chosen, first="system", last="assistant")
         assert chosen[:2] == rejected[:2]  # the shared prompt: system and the opening user turn
@@ -157,7 +160,7 @@ def test_trl_grpo_is_prompt_only_with_the_reward_columns(exported, cuts, tmp_pat
         "seed",
     } <= set(ds.column_names)
     assert ds.num_rows == cuts["grpo_groups"]["group_id"].nunique()
-    for row in ds:
+    for row in decoded(ds):
         assert_chat(row["prompt"], first="system", last="user")
         passes = sum(r == 1.0 for r in row["rewards"])
         assert (
@@ -241,7 +244,7 @@ def test_tool_calls_round_trip_and_imitation_targets_fit_the_declared_schema(exp
     source, schemas = source_calls(cuts), {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     seen = 0
     for (fmt, dataset), f in exported.items():
-        rows = lines(f.path) if fmt == "openai" else list(load(f.path, tmp_path))
+        rows = lines(f.path) if fmt == "openai" else decoded(load(f.path, tmp_path))
         for row in rows:
             for key, messages in _conversations(row):
                 for message in messages:
@@ -380,8 +383,8 @@ def test_arguments_of_conflicting_types_round_trip_in_parquet(make, to_frames, t
     rows = [make("s1", reward=1.0), bad_call_rollout(make, "s2", reward=0.0, arguments={"order_id": 1001})]
     pointwise, _ = reward_model_set(*to_frames(rows))
     (f,) = export("trl", {"reward_model_set": pointwise}, tmp_path, tools=tools)
-    ds = load(f.path, tmp_path)
-    ids = [c["function"]["arguments"]["order_id"] for row in ds for m in row["completion"] for c in m["tool_calls"] or []]
+    rows = decoded(load(f.path, tmp_path))
+    ids = [c["function"]["arguments"]["order_id"] for row in rows for m in row["completion"] for c in m["tool_calls"] or []]
     assert sorted(ids, key=str) == [1001, "A1001", "A1001"]  # each call keeps its own types
 
 
