@@ -2,7 +2,8 @@
 
 Shapes follow each tool's documentation (the rows themselves are built in `export_rows.py`):
 - TRL ("Dataset formats and types"): conversational language modeling (`messages` + `tools`) for
-  SFTTrainer, preference with explicit prompt (`prompt`/`chosen`/`rejected`) for DPOTrainer, preference with
+  SFTTrainer, preference with explicit prompt (`prompt`/`chosen`/`rejected`, cut where the agent's answers part) for
+  DPOTrainer, preference with
   implicit prompt (`chosen`/`rejected` + `margin`) for RewardTrainer, unpaired preference
   (`prompt`/`completion`/`label`) for KTO/BCO, prompt-only (`prompt`) for GRPOTrainer, whose reward functions
   receive every other column. `tools` is a JSON string column, and so are tool-call arguments: one Parquet struct

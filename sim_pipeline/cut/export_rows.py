@@ -101,7 +101,9 @@ def trl_sft(frame: pd.DataFrame, ctx: Context) -> Built:
 
 
 def trl_dpo(frame: pd.DataFrame, ctx: Context) -> Built:
-    """TRL preference rows with explicit prompt: `prompt`, `chosen`, `rejected` (messages) + `tools`."""
+    """TRL preference rows with explicit prompt, cut where the answers part: `prompt` is everything both sides share,
+    `chosen` / `rejected` the agent's turns from there to the next user or tool message (DPO then scores the agent's
+    choice, not the simulated user's words or the world's replies that followed it) + `tools`."""
     left: Counter[str] = Counter()
     rows = []
     for row in records(frame):
@@ -109,19 +111,34 @@ def trl_dpo(frame: pd.DataFrame, ctx: Context) -> Built:
         if pair is None:
             continue
         chosen, rejected, split = pair
-        if has_invalid_call(chosen[split:], ctx.validators):
+        answers = [_answer(side, split) for side in (chosen, rejected)]
+        if not all(answers):
+            left["sides_part_outside_an_assistant_turn"] += 1  # e.g. the simulated user said different things
+            continue
+        if has_invalid_call(answers[0], ctx.validators):
             left["chosen_invalid_tool_call"] += 1
             continue
         rows.append(
             {
-                "prompt": _hf(row["prompt"]),
-                "chosen": _hf(chosen),
-                "rejected": _hf(rejected),
+                "prompt": _hf([*row["prompt"], *chosen[:split]]),
+                "chosen": _hf(answers[0]),
+                "rejected": _hf(answers[1]),
                 "tools": ctx.tools_json,
                 **provenance(row),
+                "turn_index": split,
             }
         )
     return Built(rows, dict(left))
+
+
+def _answer(side: list[dict], split: int) -> list[dict]:
+    """The agent's consecutive turns from `split` (empty when the side has no assistant turn there)."""
+    out = []
+    for message in side[split:]:
+        if message["role"] != "assistant":
+            break
+        out.append(message)
+    return out
 
 
 def trl_reward(frame: pd.DataFrame, ctx: Context) -> Built:

@@ -120,9 +120,12 @@ def test_trl_dpo_is_preference_with_explicit_prompt(exported, tmp_path):
         "margin",
     } <= set(ds.column_names)
     for row in decoded(ds):
-        assert_chat(row["prompt"], first="system", last="user")
+        # The prompt is everything both sides share (it ends where the agent answers: after a user or tool turn);
+        # each side is only the agent's answer there, never the simulated user's words or a tool's reply.
+        assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] in ("user", "tool")
         for side in ("chosen", "rejected"):
-            assert_chat(row[side], first="assistant", last="assistant")
+            assert {m["role"] for m in row[side]} == {"assistant"}
+            assert_chat([*row["prompt"], *row[side]], first="system", last="assistant")
         assert row["chosen"] != row["rejected"] and row["chosen_rollout_id"] != row["rejected_rollout_id"]
 
 
