@@ -215,7 +215,8 @@ def openai_sft(frame: pd.DataFrame, ctx: Context) -> Built:
 
 
 def openai_dpo(frame: pd.DataFrame, ctx: Context) -> Built:
-    """OpenAI DPO lines: shared turns as `input`, the assistant turn where the sides part as outputs."""
+    """OpenAI DPO lines: shared turns as `input`, the assistant turn where the sides part as outputs; text only, as
+    OpenAI documents DPO (a pair with a tool turn or call is left out as `not_text_only`)."""
     left: Counter[str] = Counter()
     rows = []
     for row in records(frame):
@@ -231,6 +232,11 @@ def openai_dpo(frame: pd.DataFrame, ctx: Context) -> Built:
             continue
         if invalid_calls(chosen[split], ctx.validators):
             left["chosen_invalid_tool_call"] += 1
+            continue
+        # OpenAI documents DPO for text inputs and outputs only: no tool turn before, no tool call in either answer.
+        shown = [*row["prompt"], *chosen[:split], chosen[split], rejected[split]]
+        if any(m["role"] == "tool" or m.get("tool_calls") for m in shown):
+            left["not_text_only"] += 1
             continue
         line = {
             "input": {

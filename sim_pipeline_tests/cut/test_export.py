@@ -206,6 +206,8 @@ def test_openai_dpo_lines_hold_one_assistant_turn_per_side(exported, tmp_path):
         )
         for side in ("preferred_output", "non_preferred_output"):
             assert [m["role"] for m in row[side]] == ["assistant"] and "weight" not in row[side][0]
+            assert "tool_calls" not in row[side][0]  # OpenAI documents DPO for text inputs and outputs only
+        assert not any(m["role"] == "tool" or m.get("tool_calls") for m in row["input"]["messages"])
         assert row["preferred_output"] != row["non_preferred_output"]
         assert {"chosen_rollout_id", "rejected_rollout_id", "judge_version", "turn_index"} <= set(prov)
     assert set(load(dpo.path, tmp_path).column_names) == {"input", "preferred_output", "non_preferred_output"}
@@ -345,8 +347,10 @@ def test_a_pair_is_dropped_when_chosen_breaks_the_schema_after_the_sides_part(
     (trl,) = export("trl", {"preference_pairs": pairs}, tmp_path / "trl", tools=tools)
     (openai,) = export("openai", {"preference_pairs": pairs}, tmp_path / "openai", tools=tools)
     assert (trl.rows, trl.left_out) == (1, {"chosen_invalid_tool_call": 1})
-    assert (openai.rows, openai.left_out) == (1, {"chosen_invalid_tool_call": 1})
-    assert lines(openai.provenance_path)[0]["situation_id"] == "s2"
+    # OpenAI: the first pair's chosen answer breaks the schema; the second's input holds a tool turn, which OpenAI's
+    # text-only DPO cannot take.
+    assert (openai.rows, openai.left_out, openai.path) == (0, {"chosen_invalid_tool_call": 1, "not_text_only": 1},
+                                                           None)
 
 
 def test_identical_sides_carry_no_preference(make, to_frames, tools, tmp_path):
