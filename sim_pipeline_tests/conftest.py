@@ -24,3 +24,11 @@ def http_agent(monkeypatch):
     yield start
     for server in servers:
         server.stop()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line on how to run the trainer tests when the [train] extra is missing (they were skipped)."""
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None and terminalreporter.stats.get("skipped"):
+        terminalreporter.write_line("trainer tests skipped: the [train] extra is not installed; run `make test-train`")
