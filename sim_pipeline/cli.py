@@ -103,7 +103,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"{f.format:<7} {f.dataset:<17} {f.rows:>5} rows  {f.path or '(no row to write)'}{extra}")
     for r in report.refused:
         print(f"refused {r.cut} of {r.policy_version} seed {r.seed}: " + " ".join(r.reasons), file=sys.stderr)
+    if args.stats:
+        print_lengths([f for f in report.files if f.path and f.format == "trl"])
     return 1 if report.refused else 0
+
+
+def print_lengths(files: list) -> None:
+    """Token lengths (p50/p95/max) of each exported TRL file's parts: what max_length must cover."""
+    from sim_pipeline.cut.lengths import file_lengths
+
+    if not files:
+        print("stats: token lengths are measured on TRL exports (--format trl)")
+        return
+    print("tokens (cl100k_base, parts as JSON, tools counted with the prompt): p50 / p95 / max")
+    for f in files:
+        for r in file_lengths(f.path, f.dataset).itertuples(index=False):
+            print(f"  {Path(f.path).parent.parent.name:<28} {r.dataset:<17} {r.part:<11} {r.p50:>6} {r.p95:>6} "
+                  f"{r.max:>6}  ({r.rows} rows)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -130,6 +146,8 @@ def parser() -> argparse.ArgumentParser:
                      help="only these seed partitions (default: every one materialized)")
     exp.add_argument("--out", default=defaults.EXPORT_DIR,
                      help=f"output base; files go to <out>/<domain>/<format>/... (default {defaults.EXPORT_DIR})")
+    exp.add_argument("--stats", action="store_true",
+                     help="also print token lengths (p50/p95/max) of each TRL file's parts, to size max_length")
     exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                      help="Parquet base path to read the cuts from (default data/warehouse)")
     exp.set_defaults(fn=cmd_export)

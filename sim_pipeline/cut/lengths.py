@@ -1,0 +1,75 @@
+"""How long the exported rows are, in tokens: what a trainer's `max_length` / `max_prompt_length` must cover.
+
+TRL's default `max_length` of 1024 silently drops or truncates rows longer than that (an SFT run on these exports
+once kept no row at all). The count is cl100k_base tokens (the BPE litellm bundles, so counting never downloads)
+of each part rendered as compact JSON: the prompt with the tool schemas it is trained with, and each completion.
+A model's own tokenizer and chat template differ by its markers, typically by a few tokens per message; the
+percentiles are for sizing the limits, with a margin, not for exact packing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+LENGTH_COLUMNS = ("dataset", "part", "rows", "p50", "p95", "max")
+PARTS = {  # dataset -> the columns whose lengths size a trainer's limits (prompt first, tools counted with it)
+    "sft": ("messages",), "dpo": ("prompt", "chosen", "rejected"), "reward": ("chosen", "rejected"),
+    "reward_pointwise": ("prompt", "completion"), "grpo": ("prompt",),
+}
+_WITH_TOOLS = ("messages", "prompt", "chosen")  # the part a trainer renders with the `tools` column
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map from the internet
+    from litellm.litellm_core_utils.default_encoding import encoding  # tiktoken, offline, from litellm's bundle
+
+    return encoding
+
+
+def count_tokens(text: str) -> int:
+    """cl100k_base tokens of a text."""
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def row_lengths(row: Mapping[str, Any], dataset: str) -> dict[str, int]:
+    """Tokens of each sizing part of one exported TRL row (the `tools` schemas counted with the prompt part)."""
+    tools = count_tokens(_text(row["tools"])) if row.get("tools") else 0
+    first = True
+    out = {}
+    for part in PARTS.get(dataset, ()):
+        if part in row and row[part] is not None:
+            out[part] = count_tokens(_text(row[part])) + (tools if first and part in _WITH_TOOLS else 0)
+            first = False
+    return out
+
+
+def length_table(rows: Iterable[Mapping[str, Any]], dataset: str) -> pd.DataFrame:
+    """p50 / p95 / max tokens per sizing part of one exported dataset."""
+    lengths: dict[str, list[int]] = {}
+    for row in rows:
+        for part, n in row_lengths(row, dataset).items():
+            lengths.setdefault(part, []).append(n)
+    records = [{"dataset": dataset, "part": part, "rows": len(values),
+                "p50": int(np.percentile(values, 50)), "p95": int(np.percentile(values, 95)), "max": int(max(values))}
+               for part, values in lengths.items() if values]
+    return pd.DataFrame(records, columns=list(LENGTH_COLUMNS))
+
+
+def file_lengths(path: str | os.PathLike[str], dataset: str) -> pd.DataFrame:
+    """The length table of one exported TRL Parquet file."""
+    import pyarrow.parquet as pq
+
+    return length_table(pq.read_table(Path(path)).to_pylist(), dataset)
