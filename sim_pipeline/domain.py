@@ -52,7 +52,7 @@ class Rule:
 
     id: str
     text: str
-    kind: str | None = None  # RULE_KINDS, or None (text only)
+    kind: str | None = None  # a key of RULE_KEYS, or None (text only)
     tools: tuple[str, ...] = ()
     verify_tool: str | None = None
     argument: str | None = None
@@ -75,6 +75,10 @@ class Rule:
         if self.kind == "forbidden_argument":
             return str(value).lower() in {str(v).lower() for v in self.values}
         return False
+
+
+VALUE_RULES = ("allowed_values", "forbidden_argument")  # rule kinds on the values one argument may take
+ARGUMENT_RULES = ("argument_limit", *VALUE_RULES)  # every rule kind on one argument's value (`Rule.refuses`)
 
 
 @dataclass(frozen=True)
@@ -422,7 +426,7 @@ def _check_rules(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...]) -> N
     by_name = {t.name: t for t in tools}
     for rule_id, rule in spec.get("rules", {}).items():
         where = f"field 'rules/{rule_id}"
-        if rule["kind"] in ("argument_limit", "allowed_values", "forbidden_argument"):
+        if rule["kind"] in ARGUMENT_RULES:
             arguments = by_name[rule["tool"]].parameters.get("properties", {})
             if rule["argument"] not in arguments:
                 raise _fail(path, f"{where}/argument'", f"{rule['tool']} has no argument '{rule['argument']}'",

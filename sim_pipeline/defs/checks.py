@@ -27,11 +27,11 @@ SITUATIONS_SOLVABLE_DESCRIPTION = ("Blocking. Every planned situation's referenc
                                    "state oracle in the sandbox: the world can reach each goal, so scores over these "
                                    "situations measure the agent, not the world model.")
 WORLD_FIT = "world_fit"
-WORLD_FIT_DESCRIPTION = ("Warning, not blocking. The world models the domain's tools: no tool's calls break its schema "
-                         "(missing or invalid arguments) more often than defaults.WORLD_FIT_MAX_REJECTED_SHARE, and "
-                         "well-formed calls for the writes the situations expect go through at least "
-                         "defaults.WORLD_FIT_MIN_WRITE_SHARE of the time. When it "
-                         "warns, pass@k and the delta measure the world model as much as the agent.")
+WORLD_FIT_DESCRIPTION = ("Warning, not blocking. The world models the domain's tools: no tool's calls are refused for a "
+                         "value the user or a tool supplied (the world's values do not fit the schema) more often "
+                         "than defaults.WORLD_FIT_MAX_REJECTED_SHARE, and well-formed calls for the writes the "
+                         "situations expect go through at least defaults.WORLD_FIT_MIN_WRITE_SHARE of the time. "
+                         "When it warns, pass@k and the delta measure the world model as much as the agent.")
 JUDGE_TRUST = "judge_trust"
 PUBLISH_GATE = "publish_gate"
 MUST_NOT_REGRESS = "must_not_regress"

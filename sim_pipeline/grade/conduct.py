@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim_pipeline import defaults
-from sim_pipeline.domain import Domain
+from sim_pipeline.domain import VALUE_RULES, Domain
 from sim_pipeline.models.conversation import read
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, classify_reply
 from sim_pipeline.protocol.statuses import ANSWER_STATUSES, APPLIED_STATUSES, FAULT_STATUSES, SUCCESS_STATUSES
 from sim_pipeline.protocol.transcript import confirmed_before
+from sim_pipeline.world.infer import plural
 
 _HARNESS = ("```json policy", "```json situation", "```json case")  # harness cards an agent must not echo
 _ID = re.compile(r"_id$")
@@ -214,7 +215,7 @@ def exceeded_argument_limit(t: Transcript, domain: Domain) -> Violation | None:
 def forbidden_argument_value(t: Transcript, domain: Domain) -> Violation | None:
     """A call with a value the policy forbids for an argument (`allowed_values`, `forbidden_argument`)."""
     for rule in domain.rules:
-        if rule.kind not in ("allowed_values", "forbidden_argument") or rule.argument is None:
+        if rule.kind not in VALUE_RULES or rule.argument is None:
             continue
         for _, name, args in t.calls():
             if rule.refuses(name, args.get(rule.argument)):
@@ -258,10 +259,11 @@ def acted_on_ineligible(t: Transcript, domain: Domain) -> Violation | None:
 
 
 def _records(result: dict[str, Any], domain: Domain) -> dict[str, dict[str, Any]]:
-    """The records a tool result shows, by their own id: one (`{"order": {...}}`) or a list (`{"orders": [...]}`)."""
+    """The records a tool result shows, by their own id: one (`{"order": {...}}`) or a list (`{"orders": [...]}`, the
+    world's `plural` of the entity)."""
     out: dict[str, dict[str, Any]] = {}
     for key, value in result.items():
-        entity = next((e for e in domain.entities if key in (e.name, e.name + "s", e.name + "es")), None)
+        entity = next((e for e in domain.entities if key in (e.name, plural(e.name))), None)
         rows = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
         for row in rows:
             if entity is not None and isinstance(row, dict) and entity.id_argument in row:

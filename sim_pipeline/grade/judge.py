@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim_pipeline import defaults
-from sim_pipeline.domain import Domain
+from sim_pipeline.domain import VALUE_RULES, Domain
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.cards import render_card
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
@@ -89,7 +89,7 @@ def _rule_terms(domain: Domain, intent: str | None, forbidden_by: str | None) ->
             continue
         if rule.kind == "max_calls":
             terms.setdefault("max_calls", {})[intent] = rule.limit
-        if rule.kind in ("allowed_values", "forbidden_argument"):
+        if rule.kind in VALUE_RULES:
             terms.setdefault(rule.kind, {})[rule.argument] = list(rule.values)
     return terms
 

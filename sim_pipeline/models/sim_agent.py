@@ -286,12 +286,16 @@ class _Turn:
                      *self.rules("forbidden_argument", intent)]:
             if self.refused(rule, self.known.get(rule.get("argument", ""))):
                 handover = self.handover(intent)
-                right = Option("handover", 0.0, handover) if handover else Option("escalate_limit", 0.0, _text(
-                    f"That request is outside what our policy lets me do myself ({rule.get('id', 'policy')}), so I "
-                    "can't do it; I have escalated it to a supervisor who will contact you.") if rule.get(
-                    "kind") != "argument_limit" else _text(
-                    f"That amount is above our ${rule.get('max')} limit, so I can't do it myself; I have escalated "
-                    "it to a supervisor who will contact you."))
+                if handover:
+                    right = Option("handover", 0.0, handover)
+                elif rule.get("kind") == "argument_limit":
+                    right = Option("escalate_limit", 0.0, _text(
+                        f"That amount is above our ${rule.get('max')} limit, so I can't do it myself; I have "
+                        "escalated it to a supervisor who will contact you."))
+                else:
+                    right = Option("escalate_limit", 0.0, _text(
+                        f"That request is outside what our policy lets me do myself ({rule.get('id', 'policy')}), so "
+                        "I can't do it; I have escalated it to a supervisor who will contact you."))
                 return [right, Option("exceed_limit", self.flaw("exceed_limit", pressured=True), act, "exceed_limit")]
         if self.rules("confirm_before", intent) and not self.reading.confirmed:
             summary = ", ".join(f"{phrase_of(k)} {said_value(v)}"

@@ -23,7 +23,7 @@ WRITE_KINDS: tuple[str, ...] = ("create", "update", "delete", "destructive")  # 
 
 READ_VERBS: tuple[str, ...] = (
     "get", "list", "search", "find", "lookup", "check", "show", "view", "read", "fetch", "query", "track",
-    "describe", "count", "retrieve", "browse", "lookup",
+    "describe", "count", "retrieve", "browse",
 )  # a tool whose name starts with one of these only reads
 VERIFY_VERBS: tuple[str, ...] = ("verify", "authenticate", "validate")  # reads that answer verified: true|false
 DELETE_VERBS: tuple[str, ...] = ("delete", "remove", "purge", "erase", "destroy")  # writes that remove the record

@@ -9,7 +9,7 @@ import pandas as pd
 
 from sim_pipeline import defaults
 from sim_pipeline.axes import MULTI_TOOL, UNRELATED
-from sim_pipeline.domain import Action, Domain, Entity, Tool
+from sim_pipeline.domain import VALUE_RULES, Action, Domain, Entity, Tool
 from sim_pipeline.models.phrasing import phrasings, request_phrase
 from sim_pipeline.seeding import rng, short_id
 from sim_pipeline.situation import AXES, Situation
@@ -122,7 +122,7 @@ def _value_rules(domain: Domain, cell: dict[str, str], tool: Tool, facts: dict[s
     it forbids (the right move is to decline), every other one a value it allows."""
     props = tool.parameters.get("properties", {})
     for rule in domain.rules:
-        if rule.kind not in ("allowed_values", "forbidden_argument") or tool.name not in rule.tools or not rule.argument:
+        if rule.kind not in VALUE_RULES or tool.name not in rule.tools or not rule.argument:
             continue
         choices = [*props.get(rule.argument, {}).get("enum", ()), *rule.values]
         if cell["rule"] == rule.id:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sim_pipeline.domain import Domain, Tool
+from sim_pipeline.domain import ARGUMENT_RULES, Domain, Tool
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import confirmed_before, replied_after, replies, tool_turns
@@ -92,7 +92,6 @@ def handover(domain: Domain, tool: str | None) -> Any:
     return next((r for r in domain.rules if r.kind == "transfer_when" and tool in r.tools), None)
 
 
-ARGUMENT_RULES = ("argument_limit", "allowed_values", "forbidden_argument")  # rules on one argument's value
 
 
 def expectation(domain: Domain, situation: Situation) -> Expectation:
