@@ -136,6 +136,7 @@ USER_PATIENCE: dict[str, int] = {"hurried": 3, "adversarial": 4, "boundary": 4} 
 USER_PATIENCE_DEFAULT = 6  # for every other stance: a patient customer gives up after six unhelpful turns
 USER_HESITATION = 0.5  # chance an unsure/conflicting user hesitates once before answering a confirmation
 MAX_TURNS = 12  # agent turns per conversation before the runner stops it (status turn_cap)
+ENVIRONMENT_USER_MAX_TOKENS = 1024  # the simulated user's reply budget in an RL episode (the registry's default max_tokens)
 MAX_NOOP_FLOOR = 0.10  # held-out pass@1 an agent that never calls a tool may reach on a shipped domain: above 10%,
 # "did nothing" earns a score a weak real agent could be mistaken for; the shipped packs are built so that almost
 # every task needs the tools (only off-topic and over-limit requests are decided by the policy alone)
@@ -218,7 +219,9 @@ DPO_LENGTH_BIAS_MIN_PAIRS = 8  # below 8 pairs a 75% share is too noisy to warn 
 GRPO_MIN_GROUP = 2  # a group-relative advantage needs two samples of one prompt (Shao et al. 2024)
 GRPO_PASS_RATE_MIN = 0.2  # groups below this pass rate give almost no advantage signal (REFERENCE section 7)
 GRPO_PASS_RATE_MAX = 0.8  # groups above this pass rate give almost no advantage signal (REFERENCE section 7)
-RM_MARGIN = 1.0  # reward-model pairs are pass over fail; 0.5 admits partial credit
+RM_MARGIN = 0.5  # reward-model pairs include partial credit, so `margin` (TRL's RewardTrainer adds it to the
+# Bradley-Terry loss, as Llama 2 did with rating levels; Touvron et al. 2023) says how far apart the sides are: 1.0
+# for pass over fail, 0.5 for a half-credit side. 1.0 keeps pass-over-fail pairs only
 DECONTAMINATION_NGRAM = 8  # word 8-gram overlap marks a contaminated text, as in PaLM (Chowdhery et al. 2022)
 DECONTAMINATION_OVERLAP_SHARE = 0.5  # an opening whose n-grams are half inside one held-out opening is a near-copy (Broder 1997)
 JUDGE_ONLY_MARKER = "<<judge-only>>"  # wraps judge prompts and rubrics; must never reach a training row

@@ -31,6 +31,8 @@ from upath import UPath
 
 from sim_pipeline.cut import export_rows as build
 from sim_pipeline.errors import ExportError
+from sim_pipeline.seeding import canonical_json
+from sim_pipeline.situation import Situation
 from sim_pipeline.warehouse import write_table
 
 FORMATS = ("trl", "openai", "verl")
@@ -64,10 +66,11 @@ class ExportedFile:
 
 
 def export_trl(
-    cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, tools: Sequence[Mapping[str, Any]]
+    cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, tools: Sequence[Mapping[str, Any]],
+    situations: Iterable[Situation] | None = None,
 ) -> list[ExportedFile]:
     """Write the TRL datasets of the given cuts (sft, dpo, reward, reward_pointwise, grpo) as Parquet."""
-    return export("trl", cuts, out_dir, tools=tools)
+    return export("trl", cuts, out_dir, tools=tools, situations=situations)
 
 
 def export_openai(
@@ -78,10 +81,11 @@ def export_openai(
 
 
 def export_verl(
-    cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, domain: str
+    cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, domain: str,
+    situations: Iterable[Situation] | None = None,
 ) -> list[ExportedFile]:
     """Write verl's GRPO Parquet (one row per group) from the grpo_groups cut."""
-    return export("verl", cuts, out_dir, domain=domain)
+    return export("verl", cuts, out_dir, domain=domain, situations=situations)
 
 
 def export(
@@ -91,8 +95,13 @@ def export(
     *,
     tools: Sequence[Mapping[str, Any]] = (),
     domain: str = "",
+    situations: Iterable[Situation] | None = None,
 ) -> list[ExportedFile]:
-    """Write every dataset of one format whose cut is given, under out_dir; return what was written."""
+    """Write every dataset of one format whose cut is given, under out_dir; return what was written.
+
+    The GRPO datasets need the situations their groups came from (the situations and search tables): each row
+    carries its situation, which the RL environment (rollout/environment.py) replays in a fresh world.
+    """
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: use one of {list(FORMATS)}")
     known = [cut for cut in FORMAT_DATASETS[fmt] if cut in cuts]
@@ -108,7 +117,13 @@ def export(
             f"the {fmt} export checks every tool call against the declared tools: pass "
             f"tools=load_domain(<name>).tool_schemas"
         )
-    context = build.Context([dict(t) for t in tools], domain)
+    if "grpo_groups" in known and situations is None:
+        raise ExportError(
+            "the GRPO export binds each row to its situation so an RL environment can replay it: pass "
+            "situations=<the Situation objects of the situations and search tables> (sim-pipeline export does)"
+        )
+    bound = {s.situation_id: canonical_json(s.to_row()) for s in situations or ()}
+    context = build.Context([dict(t) for t in tools], domain, bound)
     written = []
     for cut in known:
         dataset, builder = FORMAT_DATASETS[fmt][cut]

@@ -21,10 +21,14 @@ from sim_pipeline.cut.publish_gate import publish_gate
 from sim_pipeline.domain import load_domain
 from sim_pipeline.errors import ExportError
 from sim_pipeline.grade.judge_trust import judge_trust_report
+from sim_pipeline.situation import Situation
 from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_registry, versions_for
 from sim_pipeline.warehouse import partition_path, read_table
 
 _INPUTS = ("rollouts", "grades")  # what the gate re-reads beside each cut
+# What a GRPO row binds to: the grid's situations (per seed) and those the search wrote (per version and seed).
+_SITUATION_INPUTS = ("situations", "search")
+_SEED_ONLY = ("situations",)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def export_warehouse(request: ExportRequest) -> ExportReport:
     files: list[ExportedFile] = []
     refused: list[Refusal] = []
     for version, seed in partitions:
-        tables = {name: _read(request, name, version.slug, seed) for name in (*cuts, *_INPUTS)}
+        tables = {name: _read(request, name, version.slug, seed) for name in (*cuts, *_inputs(cuts))}
         out_dir = os.path.join(
             request.out, request.domain, request.format, f"policy_version={version.slug}", f"seed={seed}"
         )
@@ -81,8 +85,13 @@ def export_warehouse(request: ExportRequest) -> ExportReport:
                 remove_dataset(request.format, cut, out_dir)
             else:
                 passed[cut] = tables[cut]
+        situations = None
+        if "grpo_groups" in passed:
+            made = pd.concat([tables[name] for name in _SITUATION_INPUTS], ignore_index=True)
+            situations = [Situation.from_row(r) for r in made.drop_duplicates("situation_id").to_dict("records")]
         if passed:
-            files += export(request.format, passed, out_dir, tools=domain.tool_schemas, domain=request.domain)
+            files += export(request.format, passed, out_dir, tools=domain.tool_schemas, domain=request.domain,
+                            situations=situations)
     return ExportReport(tuple(files), tuple(refused))
 
 
@@ -106,11 +115,12 @@ def _partitions(
     request: ExportRequest, versions: list[PolicyVersion], cuts: tuple[str, ...]
 ) -> list[tuple[PolicyVersion, str]]:
     """The (version, seed) partitions to export; every input they need must exist, or nothing is exported."""
-    needed = (*cuts, *_INPUTS)
+    needed = (*cuts, *_inputs(cuts))
     chosen, missing = [], []
     for version in versions:
         seeds = request.seeds or [
-            s for s in defaults.SEEDS if any(_path(request, c, version.slug, s).exists() for c in needed)
+            s for s in defaults.SEEDS
+            if any(_path(request, c, version.slug, s).exists() for c in needed if c not in _SEED_ONLY)
         ]
         if not seeds and request.versions:  # a version asked for by name must have a partition
             missing.append((version.slug, "0", [str(_path(request, cuts[0], version.slug, "0"))]))
@@ -165,8 +175,14 @@ def _gate(
     ]
 
 
+def _inputs(cuts: tuple[str, ...]) -> tuple[str, ...]:
+    """The tables an export reads beside its cuts."""
+    return (*_INPUTS, *(_SITUATION_INPUTS if "grpo_groups" in cuts else ()))
+
+
 def _path(request: ExportRequest, asset: str, version: str, seed: str) -> UPath:
-    return partition_path(request.warehouse, request.domain, asset, policy_version=version, seed=seed)
+    version_or_none = None if asset in _SEED_ONLY else version
+    return partition_path(request.warehouse, request.domain, asset, policy_version=version_or_none, seed=seed)
 
 
 def _read(request: ExportRequest, asset: str, version: str, seed: str) -> pd.DataFrame:

@@ -10,6 +10,7 @@ in the loss); a pair whose sides say the same thing under different rewards (jud
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -54,6 +55,7 @@ _GROUP_FIELDS = (
     "situation_id",
     "seed",
     "policy_version",
+    "phrasing_index",
     "group_pass_rate",
     "group_size",
     "tool_condition",
@@ -64,10 +66,12 @@ _GROUP_FIELDS = (
 
 @dataclass(frozen=True)
 class Context:
-    """What every builder may need: the declared tools (and their validators) and the domain."""
+    """What every builder may need: the declared tools (and their validators), the domain, and the situations
+    (id -> the situations-table row as canonical JSON) an RL row binds to."""
 
     tools: list[dict[str, Any]]
     domain: str
+    situations: Mapping[str, str] = field(default_factory=dict)
     tools_json: str = field(init=False)
     validators: dict[str, Any] = field(init=False)
 
@@ -181,11 +185,10 @@ def trl_pointwise(frame: pd.DataFrame, ctx: Context) -> Built:
 
 
 def trl_grpo(frame: pd.DataFrame, ctx: Context) -> Built:
-    """TRL prompt-only rows, one per group: `prompt`, then the group's rewards and ids (reward kwargs)."""
-    return Built(
-        [{"prompt": _hf(g["prompt"]), **_group_columns(g)} for g in groups(frame)],
-        {},
-    )
+    """TRL prompt-only rows, one per group: `prompt`, the `situation` the RL environment replays (reset kwargs),
+    then the group's old rewards and ids (provenance: they score the cut's rollouts, not new completions)."""
+    bound, left = _with_situations(groups(frame), ctx)
+    return Built([{"prompt": _hf(g["prompt"]), "situation": g["situation"], **_group_columns(g)} for g in bound], left)
 
 
 def openai_sft(frame: pd.DataFrame, ctx: Context) -> Built:
@@ -254,7 +257,8 @@ def openai_dpo(frame: pd.DataFrame, ctx: Context) -> Built:
 def verl_grpo(frame: pd.DataFrame, ctx: Context) -> Built:
     """verl RL rows, one per group: data_source, agent_name, prompt, ability, reward_model, extra_info."""
     rows = []
-    for index, group in enumerate(groups(frame)):
+    bound, left = _with_situations(groups(frame), ctx)
+    for index, group in enumerate(bound):
         # ground_truth names the situation: a rule reward rebuilds its world and grades the new rollout.
         truth = {"domain": ctx.domain, "seed": group["seed"], "situation_id": group["situation_id"]}
         rows.append(
@@ -267,10 +271,18 @@ def verl_grpo(frame: pd.DataFrame, ctx: Context) -> Built:
                     "style": VERL_REWARD_STYLE,
                     "ground_truth": json.dumps(truth, sort_keys=True),
                 },
-                "extra_info": {"split": "train", "index": index, **_group_columns(group)},
+                "extra_info": {"split": "train", "index": index, "situation": group["situation"],
+                               **_group_columns(group)},
             }
         )
-    return Built(rows, {})
+    return Built(rows, left)
+
+
+def _with_situations(found: list[dict], ctx: Context) -> tuple[list[dict], dict[str, int]]:
+    """The groups whose situation is known, each with it as JSON; the rest left out as `no_situation`."""
+    bound = [{**g, "situation": ctx.situations[g["situation_id"]]} for g in found if g["situation_id"] in ctx.situations]
+    missing = len(found) - len(bound)
+    return bound, {"no_situation": missing} if missing else {}
 
 
 def groups(frame: pd.DataFrame) -> list[dict]:

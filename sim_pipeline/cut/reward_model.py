@@ -1,8 +1,10 @@
-"""Reward-model cut: every graded train row pointwise, and every pass/fail pair of one prompt pairwise.
+"""Reward-model cut: every graded train row pointwise, and every pair of one prompt whose rewards differ pairwise.
 
 Pointwise rows train a regression or classification head on the reward; pairwise rows train a
 Bradley-Terry head (Bradley and Terry 1952), using every comparison of a prompt rather than one per
-chosen row, as InstructGPT did with its K-choose-2 comparisons (Ouyang et al. 2022).
+chosen row, as InstructGPT did with its K-choose-2 comparisons (Ouyang et al. 2022). A pair's `margin` is the
+graded reward difference (1.0 pass over fail, 0.5 where one side earned half credit), which TRL's RewardTrainer
+adds to its loss.
 """
 
 from collections.abc import Iterable

@@ -16,7 +16,7 @@ DESCRIPTIONS = {
     "preference_pairs": "DPO pairs within a prompt: chosen/rejected with margin >= 1 and the closest length.",
     "grpo_groups": "GRPO groups: whole k-sample groups whose pass rate lies in [0.2, 0.8].",
     "reward_model_set": "Reward-model pointwise rows: every graded train rollout with its reward.",
-    "reward_model_pairs": "Reward-model pairwise rows: pass/fail pairs within a prompt, with margin.",
+    "reward_model_pairs": "Reward-model pairwise rows: pairs within a prompt whose rewards differ, margin = the difference.",
 }
 
 

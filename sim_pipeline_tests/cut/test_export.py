@@ -26,6 +26,7 @@ from sim_pipeline.cut.reward_model import reward_model_set
 from sim_pipeline.cut.sft import select_for_sft
 from sim_pipeline.domain import load_domain
 from sim_pipeline.errors import ExportError
+from sim_pipeline.situation import Situation
 from sim_pipeline.warehouse import read_table
 
 DATA = Path(__file__).parent / "data"
@@ -45,12 +46,18 @@ def cuts() -> dict[str, pd.DataFrame]:
 
 
 @pytest.fixture(scope="module")
-def exported(cuts, tmp_path_factory) -> dict[tuple[str, str], object]:
+def situations() -> list[Situation]:
+    table = read_table(UPath(DATA / "retail_agent-v1_seed0_situations.parquet"))
+    return [Situation.from_row(r) for r in table.to_dict("records")]
+
+
+@pytest.fixture(scope="module")
+def exported(cuts, situations, tmp_path_factory) -> dict[tuple[str, str], object]:
     out = tmp_path_factory.mktemp("exports")
     files = (
-        export_trl(cuts, out / "trl", tools=TOOLS)
+        export_trl(cuts, out / "trl", tools=TOOLS, situations=situations)
         + export_openai(cuts, out / "openai", tools=TOOLS)
-        + export_verl(cuts, out / "verl", domain="retail")
+        + export_verl(cuts, out / "verl", domain="retail", situations=situations)
     )
     return {(f.format, f.dataset): f for f in files}
 
@@ -83,11 +90,22 @@ def assert_chat(messages: list[dict], *, first: str, last: str) -> None:
             assert message["tool_call_id"] in open_calls
 
 
+def test_a_grpo_export_needs_the_situations_its_rows_replay(cuts, tmp_path):
+    with pytest.raises(ExportError, match="pass situations="):
+        export_trl({"grpo_groups": cuts["grpo_groups"]}, tmp_path, tools=TOOLS)
+    (grpo,) = export_trl({"grpo_groups": cuts["grpo_groups"]}, tmp_path, tools=TOOLS, situations=[])
+    assert (grpo.rows, grpo.path, grpo.left_out) == (0, None, {"no_situation": cuts["grpo_groups"]["group_id"].nunique()})
+
+
 def test_every_format_writes_each_of_its_cuts(exported):
     assert sorted(exported) == sorted(
         [("trl", d) for d in ("sft", "dpo", "reward", "reward_pointwise", "grpo")]
         + [("openai", "sft"), ("openai", "dpo"), ("verl", "grpo")]
     )
+    # OpenAI's DPO takes text-only pairs; every pair of the retail agents parts after a tool turn or at a call.
+    openai_dpo = exported.pop(("openai", "dpo"))
+    assert (openai_dpo.rows, openai_dpo.path) == (0, None) and set(openai_dpo.left_out) <= {
+        "not_text_only", "sides_part_outside_an_assistant_turn"} and openai_dpo.left_out["not_text_only"] > 0
     assert all(f.rows > 0 and Path(f.path).exists() for f in exported.values())
 
 
@@ -161,10 +179,16 @@ def test_trl_grpo_is_prompt_only_with_the_reward_columns(exported, cuts, tmp_pat
         "group_pass_rate",
         "situation_id",
         "seed",
+        "situation",
+        "phrasing_index",
     } <= set(ds.column_names)
     assert ds.num_rows == cuts["grpo_groups"]["group_id"].nunique()
     for row in decoded(ds):
         assert_chat(row["prompt"], first="system", last="user")
+        # The situation an RL environment replays: the one the group's prompt opened.
+        situation = Situation.from_row(json.loads(row["situation"]))
+        assert situation.situation_id == row["situation_id"] and situation.seed == row["seed"]
+        assert situation.phrasings[row["phrasing_index"]] == row["prompt"][-1]["content"]
         passes = sum(r == 1.0 for r in row["rewards"])
         assert (
             len(row["rewards"]) == len(row["rollout_ids"]) == row["group_size"]
@@ -195,10 +219,17 @@ def test_openai_sft_lines_carry_weights_and_only_documented_keys(exported, tmp_p
     assert load(sft.path, tmp_path).column_names == ["messages", "tools"]
 
 
-def test_openai_dpo_lines_hold_one_assistant_turn_per_side(exported, tmp_path):
-    dpo = exported["openai", "dpo"]
+def test_openai_dpo_lines_hold_one_assistant_turn_per_side(make, to_frames, tools, tmp_path):
+    # Two answers to the opening that part at the first reply, a text turn: what OpenAI's text-only DPO takes.
+    pairs = []
+    for sid, worse in (("s1", "I can't help with orders."), ("s2", "Please call us instead.")):
+        chosen, rejected = make(sid, reward=1.0, extra_turns=1), make(sid, sample_index=1, reward=0.0, extra_turns=1)
+        rejected[0]["messages"][2]["content"] = worse
+        pairs += [chosen, rejected]
+    (dpo,) = export("openai", {"preference_pairs": build_preference_pairs(*to_frames(pairs))[0]}, tmp_path,
+                    tools=tools)
     rows, provenance = lines(dpo.path), lines(dpo.provenance_path)
-    assert len(rows) == len(provenance) == dpo.rows
+    assert len(rows) == len(provenance) == dpo.rows == 2
     for row, prov in zip(rows, provenance, strict=True):
         assert set(row) == {"input", "preferred_output", "non_preferred_output"}
         assert (
@@ -208,7 +239,8 @@ def test_openai_dpo_lines_hold_one_assistant_turn_per_side(exported, tmp_path):
             assert [m["role"] for m in row[side]] == ["assistant"] and "weight" not in row[side][0]
             assert "tool_calls" not in row[side][0]  # OpenAI documents DPO for text inputs and outputs only
         assert not any(m["role"] == "tool" or m.get("tool_calls") for m in row["input"]["messages"])
-        assert row["preferred_output"] != row["non_preferred_output"]
+        assert row["preferred_output"][0]["content"].startswith("Which order")
+        assert row["non_preferred_output"] != row["preferred_output"]
         assert {"chosen_rollout_id", "rejected_rollout_id", "judge_version", "turn_index"} <= set(prov)
     assert set(load(dpo.path, tmp_path).column_names) == {"input", "preferred_output", "non_preferred_output"}
 
@@ -228,6 +260,7 @@ def test_verl_rows_have_the_documented_fields(exported, cuts, tmp_path):
             info["index"] == index and len(info["rollout_ids"]) == len(info["rewards"]) == info["group_size"]
         )
         assert {"policy_version", "group_id", "judge_version"} <= set(info)
+        assert Situation.from_row(json.loads(info["situation"])).situation_id == info["situation_id"]
 
 
 def source_calls(cuts: dict[str, pd.DataFrame]) -> dict[str, dict]:

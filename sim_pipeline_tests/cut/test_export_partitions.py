@@ -41,8 +41,11 @@ def inputs():
 
 
 def write_partition(warehouse: Path, version: str, rollouts, grades, cuts) -> None:
-    """One (version, seed 0) partition of every input the export reads, where the assets write them."""
-    for asset, table in {"rollouts": rollouts, "grades": grades, **cuts}.items():
+    """One (version, seed 0) partition of every input the export reads, where the assets write them (the
+    situations file holds the grid's and the search's situations: here all in the seed's table, none in search)."""
+    situations = read_table(UPath(DATA / "retail_agent-v1_seed0_situations.parquet"))
+    write_table(partition_path(warehouse, "retail", "situations", seed=0), situations)
+    for asset, table in {"rollouts": rollouts, "grades": grades, "search": situations.iloc[:0], **cuts}.items():
         write_table(partition_path(warehouse, "retail", asset, policy_version=version, seed=0), table)
 
 
@@ -101,15 +104,17 @@ def test_by_default_every_materialized_version_is_exported_and_others_skipped(tm
 
 
 def test_a_cut_the_gate_refuses_is_not_exported_and_its_old_file_goes(tmp_path, warehouse, inputs):
-    assert export_warehouse(request(tmp_path, warehouse, "openai")).refused == ()
+    assert export_warehouse(request(tmp_path, warehouse, "trl")).refused == ()
+    base = tmp_path / "exports" / "retail" / "trl" / f"policy_version={VERSION}" / "seed=0"
+    assert (base / "sft.parquet").exists()
     sft = inputs[2]["sft"].assign(reward=0.5)  # no longer what the grades say
     write_table(partition_path(warehouse, "retail", "sft", policy_version=VERSION, seed=0), sft)
-    report = export_warehouse(request(tmp_path, warehouse, "openai"))
+    report = export_warehouse(request(tmp_path, warehouse, "trl"))
     (refusal,) = report.refused
     assert (refusal.cut, refusal.policy_version, refusal.seed) == ("sft", VERSION, "0")
     assert "differs from their grade" in " ".join(refusal.reasons)
-    base = tmp_path / "exports" / "retail" / "openai" / f"policy_version={VERSION}" / "seed=0"
-    assert sorted(p.name for p in base.iterdir()) == ["dpo.jsonl", "dpo.provenance.jsonl"]
+    assert sorted(p.name for p in base.iterdir()) == [
+        "dpo.parquet", "grpo.parquet", "reward.parquet", "reward_pointwise.parquet"]
 
 
 def test_an_untrusted_judge_without_opt_out_refuses_every_cut(tmp_path, inputs):

@@ -1,4 +1,4 @@
-"""Reward-model set: every graded train row pointwise, every pass/fail pair of a prompt pairwise."""
+"""Reward-model set: every graded train row pointwise, every pair of a prompt whose rewards differ pairwise."""
 
 import pandas as pd
 
@@ -23,14 +23,15 @@ def test_pointwise_keeps_every_graded_train_row(make, to_frames):
 def test_pairwise_is_every_pass_fail_pair_within_a_prompt(make, to_frames):
     rows = [make("s1", sample_index=k, reward=r) for k, r in enumerate([1.0, 1.0, 0.0, 0.0, 0.0, 0.5])]
     rows += [make("s1", phrasing_index=1, reward=0.0), make("s2", reward=1.0)]
-    _, pairwise = reward_model_set(*to_frames(rows))
+    _, pairwise = reward_model_set(*to_frames(rows), margin=1.0)
     assert list(pairwise.columns) == PAIRWISE_COLUMNS
     assert len(pairwise) == 2 * 3  # two passes times three fails, nothing across prompts
     assert (pairwise["chosen_reward"] == 1.0).all() and (pairwise["rejected_reward"] == 0.0).all()
     assert set(pairwise["chosen_rollout_id"]) == {"s1-p0-s0", "s1-p0-s1"}
-    _, partial = reward_model_set(*to_frames(rows), margin=0.5)
-    assert len(partial) == 2 * 3 + 2 + 3  # plus pass over 0.5 and 0.5 over fail
-    assert sorted(partial["margin"].unique()) == [0.5, 1.0]
+    _, graded = reward_model_set(*to_frames(rows))  # the default admits partial credit, with its margin
+    assert len(graded) == 2 * 3 + 2 + 3  # plus pass over 0.5 and 0.5 over fail
+    assert graded["margin"].tolist() == (graded["chosen_reward"] - graded["rejected_reward"]).tolist()
+    assert sorted(graded["margin"].unique()) == [0.5, 1.0]
 
 
 def test_deterministic(make, to_frames):

@@ -30,6 +30,7 @@ from sim_pipeline.cut.chat_format import with_decoded_arguments
 from sim_pipeline.cut.cuts import CUTS, build_cut
 from sim_pipeline.cut.export import export_trl
 from sim_pipeline.domain import load_domain
+from sim_pipeline.situation import Situation
 from sim_pipeline.warehouse import read_table
 
 DATA = Path(__file__).parents[1] / "cut" / "data"
@@ -54,8 +55,10 @@ def exports(tmp_path_factory) -> dict[str, Path]:
     grades = read_table(UPath(DATA / "retail_agent-v1_seed0_grades.parquet"))
     cuts = {name: build_cut(name, rollouts, grades, tools=tools, judge_trusted=True, opt_out=False).table
             for name in CUTS}
+    situations = [Situation.from_row(r) for r in
+                  read_table(UPath(DATA / "retail_agent-v1_seed0_situations.parquet")).to_dict("records")]
     out = tmp_path_factory.mktemp("trl")
-    return {f.dataset: Path(f.path) for f in export_trl(cuts, out, tools=tools) if f.path}
+    return {f.dataset: Path(f.path) for f in export_trl(cuts, out, tools=tools, situations=situations) if f.path}
 
 
 def load(path: Path):
