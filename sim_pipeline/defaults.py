@@ -161,6 +161,12 @@ GATEWAY_TRIES = 3  # attempts per call on transient errors (REFERENCE 5)
 GATEWAY_BACKOFF_SECONDS = 0.4  # first back-off, doubling per retry (REFERENCE 5)
 GATEWAY_CONCURRENCY = 16  # model calls in flight per model; providers' default rate tiers sustain this
 GATEWAY_MIN_CONCURRENCY = 1  # the floor a rate-limited model's concurrency falls to
+MODEL_TIMEOUT_S = 120.0  # a reply slower than two minutes is a hung request (litellm would wait 6,000 s); a
+# long reasoning model may need more: set timeout_s on its registry entry
+MAX_CONSECUTIVE_FAILURES = 5  # calls of one model failing every try in a row before the run stops: the endpoint
+# is down, not flaky, and each further rollout would only become an error row
+ENDPOINT_CHECK_TIMEOUT_S = 3.0  # a TCP connect to a local or hosted endpoint takes milliseconds; 3 s is down
+RETRY_AFTER_MAX_S = 60.0  # the longest Retry-After the gateway waits out before a retry (longer: it fails the call)
 SECRET_MIN_LENGTH = 8  # environment values this long or longer are redacted from error texts (shorter ones are not keys)
 MODEL_CACHE_FILE = "model_cache.sqlite"  # response cache (under the warehouse's cache directory)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import yaml
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import RegistryError
+from sim_pipeline.models.model_config import ModelConfig, model_config
 
 REGISTRY_PATH = Path(__file__).parent.parent / "data" / "policies.yaml"
 _KEYS = {"domain", "model", "baseline", "sampling", "judge_model", "user_model", "must_not_regress",
@@ -35,6 +36,20 @@ class PolicyVersion:
     judge_trust_opt_out: bool = False
     system_prompt: str = ""
     order: int = field(default=0, compare=False)  # position in the file: later entries are newer
+    # The litellm model strings behind `model` and `judge_model` when they name a `models:` entry (judge trust
+    # compares model families, which a config's name does not show).
+    model_id: str = ""
+    judge_model_id: str = ""
+
+    @property
+    def agent_backend(self) -> str:
+        """The agent's litellm model string (its config's `model` when `model` names one)."""
+        return self.model_id or self.model
+
+    @property
+    def judge_backend(self) -> str:
+        """The judge's litellm model string (its config's `model` when `judge_model` names one)."""
+        return self.judge_model_id or self.judge_model
 
 
 def validate_slug(slug: Any, *, where: str = "policy version") -> str:
@@ -83,22 +98,30 @@ def _entry(path: Path, slug: str, spec: Any, base: dict[str, Any], order: int) -
     )
 
 
-def load_registry(path: Path | str = REGISTRY_PATH) -> dict[str, PolicyVersion]:
-    """Load and validate the registry; every problem names the file, the field and the fix."""
-    path = Path(path)
+def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise RegistryError(f"{path}: file not found. Fix: create it (see README 'Policy registry')")
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise RegistryError(f"{path}: not valid YAML ({exc}). Fix: correct the syntax") from None
+    return raw if isinstance(raw, dict) else {"policies": None}
+
+
+def load_registry(path: Path | str = REGISTRY_PATH) -> dict[str, PolicyVersion]:
+    """Load and validate the registry; every problem names the file, the field and the fix."""
+    path = Path(path)
+    raw = _read(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("policies"), dict) or not raw["policies"]:
         raise RegistryError(f"{path}: field 'policies' is missing or empty. Fix: add 'policies:' with one entry per version")
+    models = load_models(path)  # a broken models: entry is an error of the registry, whatever reads it
     base = raw.get("defaults") or {}
     versions = {}
     for order, (slug, spec) in enumerate(raw["policies"].items()):
         validate_slug(slug, where=f"{path}: policies/")
-        versions[slug] = _entry(path, slug, spec, base, order)
+        entry = _entry(path, slug, spec, base, order)
+        versions[slug] = replace(entry, model_id=_backend(models, entry.model),
+                                 judge_model_id=_backend(models, entry.judge_model))
     for v in versions.values():
         if v.baseline is not None:
             other = versions.get(v.baseline)
@@ -109,6 +132,22 @@ def load_registry(path: Path | str = REGISTRY_PATH) -> dict[str, PolicyVersion]:
                 raise RegistryError(f"{path}: policies/{v.slug}/baseline: '{v.baseline}' serves domain "
                                     f"'{other.domain}', not '{v.domain}'. Fix: compare versions of one domain")
     return versions
+
+
+def _backend(models: dict[str, ModelConfig], name: str) -> str:
+    return models[name].model if name in models else name
+
+
+def load_models(path: Path | str = REGISTRY_PATH) -> dict[str, ModelConfig]:
+    """The registry's named model configs (`models:`); versions, judges and users refer to them by name."""
+    path = Path(path)
+    raw = _read(path)
+    section = raw.get("models") or {}
+    if not isinstance(section, dict):
+        raise RegistryError(f"{path}: field 'models' must be a mapping of name -> config. Fix: e.g. models: "
+                            "{local-agent: {model: openai/my-agent, api_base: http://127.0.0.1:8000/v1}}")
+    return {validate_slug(name, where=f"{path}: models/"): model_config(f"{path}: models/{name}", name, spec)
+            for name, spec in section.items()}
 
 
 def versions_for(registry: dict[str, PolicyVersion], domain: str) -> list[PolicyVersion]:

@@ -68,7 +68,7 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
         floor = float(floors.iloc[0]) if len(floors) else None
     verdict, flags = "not graded", ()
     if grades is not None and len(grades):
-        report = judge_trust_report(grades, policy_model=version.model, judge_model=version.judge_model)
+        report = judge_trust_report(grades, policy_model=version.agent_backend, judge_model=version.judge_backend)
         verdict, flags = report.verdict, tuple(f"{f.name}: {f.sentence}" for f in report.flags)
     cuts = {name: (len(t) if (t := _read(base, domain, name, **parts)) is not None else None) for name in CUTS}
     health = rollout_health(rollouts if rollouts is not None else pd.DataFrame())

@@ -11,7 +11,9 @@ A responder gets the parsed request body and returns one of:
     "finish_reason"?: str, "logprob_per_token"?: float | list[float]}`: the server wraps it in a full
     chat.completion (usage and, when the request asks for logprobs, per-token logprobs over whitespace tokens);
   - an int: that HTTP status with an OpenAI-style error body;
-  - a tuple `(status, body)`: sent as is (a dict as JSON, a str verbatim, e.g. invalid JSON with status 200).
+  - a tuple `(status, body)`: sent as is (a dict as JSON, a str verbatim, e.g. invalid JSON with status 200), or
+    `(status, body, headers)` with response headers (e.g. `{"Retry-After": "1"}`).
+The server records each request's body, headers and arrival time (`requests`, `headers`, `times`).
 A responder that raises yields a 500. The standard library only: no dependency beyond what tests already have.
 """
 
@@ -21,11 +23,12 @@ import http
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = dict[str, Any] | int | tuple[int, dict[str, Any] | str]
+Reply = dict[str, Any] | int | tuple[int, dict[str, Any] | str] | tuple[int, dict[str, Any] | str, dict[str, str]]
 Responder = Callable[[dict[str, Any]], Reply]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -126,6 +129,8 @@ class ScriptedServer:
         self.responder = responder
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any] | None] = []
+        self._headers: list[dict[str, str]] = []
+        self._times: list[float] = []
         self._statuses: list[int] = []
         self._errors: list[str] = []
         self._misses: list[tuple[str, str]] = []
@@ -179,6 +184,18 @@ class ScriptedServer:
             return list(self._requests)
 
     @property
+    def headers(self) -> list[dict[str, str]]:
+        """The headers of each entry of `requests` (names lower-cased)."""
+        with self._lock:
+            return list(self._headers)
+
+    @property
+    def times(self) -> list[float]:
+        """When each entry of `requests` arrived (time.monotonic())."""
+        with self._lock:
+            return list(self._times)
+
+    @property
     def statuses(self) -> list[int]:
         """The HTTP status returned for each entry of `requests`."""
         with self._lock:
@@ -197,43 +214,45 @@ class ScriptedServer:
             return list(self._misses)
 
     # -- serving ---------------------------------------------------------------------------------------------------
-    def _answer(self, raw: bytes) -> tuple[int, bytes]:
-        """Status and body for one chat request; records it. Runs on a handler thread."""
+    def _answer(self, raw: bytes, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+        """Status, body and extra headers for one chat request; records it. Runs on a handler thread."""
         try:
             request = json.loads(raw or b"null")
         except ValueError:
             request = None
-        if not isinstance(request, dict):
-            status, body = 400, error_body(400, "request body is not a JSON object")
-            with self._lock:
-                self._requests.append(None)
-                self._statuses.append(status)
-            return status, json.dumps(body).encode()
         with self._lock:
             index = len(self._requests)
-            self._requests.append(request)
-            self._statuses.append(0)  # placeholder keeps the two lists aligned while the responder runs
+            self._requests.append(request if isinstance(request, dict) else None)
+            self._headers.append(headers)
+            self._times.append(time.monotonic())
+            self._statuses.append(0)  # placeholder keeps the lists aligned while the responder runs
+        if not isinstance(request, dict):
+            with self._lock:
+                self._statuses[index] = 400
+            return 400, json.dumps(error_body(400, "request body is not a JSON object")).encode(), {}
+        extra: dict[str, str] = {}
         try:
-            status, payload = self._render(self.responder(request), request, index)
+            status, payload, extra = self._render(self.responder(request), request, index)
         except Exception as exc:  # noqa: BLE001 -- any responder or script error is the scripted 500, seen via .errors
             status, payload = 500, error_body(500, f"scripted responder raised {exc!r}")
             with self._lock:
                 self._errors.append(repr(exc))
         with self._lock:
             self._statuses[index] = status
-        return status, payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return status, payload if isinstance(payload, bytes) else json.dumps(payload).encode(), extra
 
     @staticmethod
-    def _render(result: Reply, request: dict[str, Any], index: int) -> tuple[int, dict[str, Any] | bytes]:
+    def _render(result: Reply, request: dict[str, Any],
+                index: int) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
         if isinstance(result, bool):  # bool is an int subclass; True as a status is surely a scripting mistake
             raise TypeError(f"responder returned {result!r}")
         if isinstance(result, int):
-            return result, error_body(result)
+            return result, error_body(result), {}
         if isinstance(result, tuple):
-            status, body = result
-            return int(status), body.encode() if isinstance(body, str) else body
+            status, body, *rest = result
+            return int(status), body.encode() if isinstance(body, str) else body, dict(rest[0]) if rest else {}
         if isinstance(result, dict):
-            return 200, build_completion(result, request, index)
+            return 200, build_completion(result, request, index), {}
         raise TypeError(f"responder returned {type(result).__name__}; expected dict, int or (status, body)")
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -246,10 +265,12 @@ class ScriptedServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # keep pytest output clean: no access log on stderr
 
-            def _send(self, status: int, body: bytes) -> None:
+            def _send(self, status: int, body: bytes, extra: dict[str, str] | None = None) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                for name, value in (extra or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -264,7 +285,7 @@ class ScriptedServer:
                 if self.path.split("?", 1)[0].rstrip("/") not in CHAT_PATHS:
                     self._miss()
                     return
-                self._send(*server._answer(raw))
+                self._send(*server._answer(raw, {k.lower(): v for k, v in self.headers.items()}))
 
             def do_GET(self) -> None:  # the name BaseHTTPRequestHandler dispatches to
                 self._miss()

@@ -155,7 +155,7 @@ def _gate(
     ids = set(heldout["situation_id"]) if len(heldout) else set()
     openings = opening_texts(heldout) if len(heldout) else []
     trusted = (
-        judge_trust_report(grades, policy_model=version.model, judge_model=version.judge_model).verdict
+        judge_trust_report(grades, policy_model=version.agent_backend, judge_model=version.judge_backend).verdict
         == "trusted"
     )
     return [

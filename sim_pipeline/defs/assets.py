@@ -185,9 +185,12 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
                             registry: RegistryResource, simulation: SimulationResource, situations: pd.DataFrame,
                             world: pd.DataFrame):
         version, _ = split_key(context.partition_key)
+        models, entry = gateway.gateway(registry.models()), registry.version(version)
+        # Fail before spending: every model this run and its grading will call answers, or the run stops here.
+        models.check_all([entry.model, entry.user_model, entry.judge_model, simulation.writer_model])
         search, rows, reason = asyncio.run(simulate(
             situations_of(situations), policy_of(registry, version), domain=domain, state=state_from_table(world),
-            gateway=gateway.gateway(), settings=simulation.settings()))
+            gateway=models, settings=simulation.settings()))
         yield dg.Output(search, output_name="search", metadata=search_metadata(search, rows, reason))
         fit = domain_fit(domain, rows, pd.concat([situations, search], ignore_index=True))
         yield dg.Output(rollout_table(rows), output_name="rollouts",
@@ -208,7 +211,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         # The grid's situations plus those the search wrote itself (variants, probes, mutations).
         by_id = {s.situation_id: s for s in situations_of(situations) + situations_of(search)}
         table = asyncio.run(grade_rollouts(rollouts, by_id, domain=domain, judge_model=version.judge_model,
-                                           gateway=gateway.gateway()))
+                                           gateway=gateway.gateway(registry.models())))
         yield dg.Output(table, metadata=checks.grade_metadata(table))
         yield checks.judge_trust_result(table, version)
 

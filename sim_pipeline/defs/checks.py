@@ -113,7 +113,7 @@ def grade_metadata(grades: pd.DataFrame) -> dict[str, object]:
 
 def trust_report(grades: pd.DataFrame, version: PolicyVersion) -> JudgeTrustReport:
     """The judge-trust report of a partition's grades."""
-    return judge_trust_report(grades, policy_model=version.model, judge_model=version.judge_model)
+    return judge_trust_report(grades, policy_model=version.agent_backend, judge_model=version.judge_backend)
 
 
 def judge_trust_result(grades: pd.DataFrame, version: PolicyVersion) -> dg.AssetCheckResult:

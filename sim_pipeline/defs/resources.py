@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import dagster as dg
 import pandas as pd
@@ -10,12 +11,13 @@ import pandas as pd
 from sim_pipeline import defaults, warehouse
 from sim_pipeline.errors import RegistryError
 from sim_pipeline.models.gateway import Gateway
-from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_registry
+from sim_pipeline.models.model_config import PROVIDER_KEY_VARIABLES, ModelConfig
+from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_models, load_registry
 from sim_pipeline.rollout.simulate import RolloutSettings
 from sim_pipeline.search.loop import SearchSettings
 
-API_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
-                     "mistral": "MISTRAL_API_KEY", "together_ai": "TOGETHERAI_API_KEY"}
+# The providers whose keys the resource takes as config fields (resolved from EnvVar at run time).
+API_KEY_VARIABLES = {p: PROVIDER_KEY_VARIABLES[p] for p in ("openai", "anthropic", "gemini", "mistral", "together_ai")}
 
 
 class ModelGatewayResource(dg.ConfigurableResource):
@@ -31,12 +33,12 @@ class ModelGatewayResource(dg.ConfigurableResource):
     mistral_api_key: str | None = None
     together_ai_api_key: str | None = None
 
-    def gateway(self) -> Gateway:
-        """A gateway for one run (its cache is shared across runs)."""
+    def gateway(self, models: Mapping[str, ModelConfig] | None = None) -> Gateway:
+        """A gateway for one run (its cache is shared across runs), resolving names through the registry's models."""
         cache = os.path.join(self.cache_dir, defaults.MODEL_CACHE_FILE) if self.cache_dir else None
         keys = {p: getattr(self, f"{p}_api_key") for p in API_KEY_VARIABLES if getattr(self, f"{p}_api_key")}
         return Gateway(cache_path=cache, concurrency=self.concurrency, api_keys=keys, fast_path=self.fast_path,
-                       backoff_s=self.backoff_s)
+                       backoff_s=self.backoff_s, models=models)
 
 
 def api_keys_from_environment() -> dict[str, dg.EnvVar]:
@@ -56,6 +58,10 @@ class RegistryResource(dg.ConfigurableResource):
             raise RegistryError(f"{self.path}: policy version '{slug}' is not registered. Fix: add it under "
                                 f"'policies:' or use one of {sorted(registry)}")
         return registry[slug]
+
+    def models(self) -> dict[str, ModelConfig]:
+        """The registry's named model configs."""
+        return load_models(self.path)
 
 
 class WarehouseResource(dg.ConfigurableResource):

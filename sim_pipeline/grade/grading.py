@@ -57,7 +57,7 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     (stress.py); their verdicts fill STRESS_COLUMNS, which stay NaN otherwise.
     """
     rubric = rubric_for(domain)
-    version = judge_version(judge_model, rubric)
+    version = judge_version(judge_model, rubric, gateway.config(judge_model).identity())
     records = rollouts.to_dict("records")
     messages = [[dict(m) for m in _as_list(r["messages"])] for r in records]
     cards = [case_card(domain, situations[r["situation_id"]], m) for r, m in zip(records, messages)]

@@ -52,9 +52,11 @@ def rubric_for(domain: Domain) -> str:
     return path.read_text().strip() if path.is_file() else DEFAULT_RUBRIC
 
 
-def judge_version(model: str, rubric: str) -> str:
-    """model@sha256(rubric + judge prompt)[:12]: changes whenever what the judge is asked changes."""
-    return f"{model}@{hashlib.sha256((rubric + JUDGE_PROMPT).encode()).hexdigest()[:12]}"
+def judge_version(model: str, rubric: str, backend: dict[str, Any] | None = None) -> str:
+    """model@sha256(rubric + judge prompt [+ backend])[:12]: changes whenever what the judge is asked changes, or
+    (for a named model config) which model, endpoint or parameters answer."""
+    extra = json.dumps(backend, sort_keys=True) if backend and backend.get("model") != model else ""
+    return f"{model}@{hashlib.sha256((rubric + JUDGE_PROMPT + extra).encode()).hexdigest()[:12]}"
 
 
 def case_card(domain: Domain, situation: Situation, messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -23,13 +23,15 @@ def embedded_revision() -> str:
 
 
 def request_key(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                sampling: dict[str, Any], sample_index: int) -> str:
-    """The cache key: model, messages, tools, sampling settings and the sample index (k samples stay distinct).
+                sampling: dict[str, Any], sample_index: int, config: dict[str, Any] | None = None) -> str:
+    """The cache key: model, messages, tools, sampling settings, the sample index (k samples stay distinct) and the
+    model config's identity (endpoint, pass-through parameters, logprobs mode): a model behind another endpoint
+    or with other parameters is another model.
 
     For the embedded `sim/` models it also holds their code revision; a hosted model's name is its version.
     """
     revision = embedded_revision() if model.startswith("sim/") else None
-    return digest(model, revision, messages, tools or [], sampling, sample_index)
+    return digest(model, revision, messages, tools or [], sampling, sample_index, config or {})
 
 
 class ResponseCache:

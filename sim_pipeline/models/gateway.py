@@ -1,24 +1,32 @@
 """The one model gateway: every call (policy, user, writer, judge) goes through litellm here.
 
-It bounds concurrency per model, retries transient errors with doubling back-off, halves a model's concurrency on
-rate limits (and recovers), stops on auth or quota errors with a message naming the environment variable, caches
-responses, and records usage, cost and latency. API keys are passed to litellm per call and never logged.
+A model name is resolved through the registry's model configs (models/model_config.py): endpoint, key variable,
+timeout, concurrency cap, pass-through parameters and logprobs mode. The gateway is the one retry layer (litellm's
+client retries are off): it retries transient errors with doubling back-off, waits out a Retry-After, halves a
+model's concurrency on rate limits (and recovers), stops the run after MAX_CONSECUTIVE_FAILURES failed calls of one
+model in a row, stops on auth or quota errors with a message naming the environment variable, caches responses,
+and records usage, cost and latency. API keys are passed to litellm per call and never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.cache import ResponseCache, request_key
 from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
 from sim_pipeline.models.completion import Completion, ProviderError, Sampling
+from sim_pipeline.models.model_config import ModelConfig, key_variable
 from sim_pipeline.protocol.statuses import INVALID_RESPONSE
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -29,6 +37,37 @@ class _Limiter:
     limit: int
     in_flight: int = 0
     cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
+LOCAL_SERVER_KEY = "sk-no-key-needed"  # sent to an api_base that has no key variable (local servers ignore it)
+
+
+def _reachable(config: ModelConfig) -> None:
+    """Raise ModelCallError with the fix when nothing listens at the config's api_base."""
+    parts = urlsplit(config.api_base or "")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=defaults.ENDPOINT_CHECK_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ModelCallError(f"model '{config.name}': nothing answers at api_base {config.api_base} "
+                             f"({exc.strerror or exc}). Fix: start the server, or correct api_base in the "
+                             "registry's models: entry") from None
+
+
+def retry_after(exc: Exception) -> float | None:
+    """The seconds a rate-limited provider asks to wait (Retry-After: seconds or an HTTP date), if it says."""
+    headers = getattr(exc, "headers", None) or getattr(getattr(exc, "response", None), "headers", None) or {}
+    value = next((v for k, v in dict(headers).items() if str(k).lower() == "retry-after"), None)
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(str(value)).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
 
 
 def _message_dict(message: Any) -> dict[str, Any]:
@@ -49,22 +88,33 @@ class Gateway:
 
     def __init__(self, *, cache_path: Path | str | None = None, concurrency: int = defaults.GATEWAY_CONCURRENCY,
                  api_keys: dict[str, str] | None = None, backoff_s: float = defaults.GATEWAY_BACKOFF_SECONDS,
-                 fast_path: bool = False) -> None:
+                 fast_path: bool = False, models: Mapping[str, ModelConfig] | None = None) -> None:
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.concurrency = concurrency
         self.backoff_s = backoff_s
         self.fast_path = fast_path
+        self.models = dict(models or {})
         self._api_keys = dict(api_keys or {})
         self._limiters: dict[tuple[str, int], _Limiter] = {}
+        # The circuit breaker, per model name: calls are numbered as they start; a failed call counts while no call
+        # started after it has succeeded (so slow failures finishing last do not look like an outage).
+        self._started: dict[str, int] = {}
+        self._last_success: dict[str, int] = {}
+        self._failed: dict[str, set[int]] = {}
+        self._ready: set[str] = set()  # configs checked by `check`
         self.calls = 0
         self.cache_hits = 0
         self.retries = 0
 
-    def _limiter(self, model: str) -> _Limiter:
+    def config(self, model: str) -> ModelConfig:
+        """The config a model name refers to (a registry `models:` entry), or the plain string's defaults."""
+        return self.models.get(model) or ModelConfig.plain(model)
+
+    def _limiter(self, config: ModelConfig) -> _Limiter:
         # asyncio primitives belong to one event loop; a gateway may serve several asyncio.run() calls in turn.
-        key = (model, id(asyncio.get_running_loop()))
+        key = (config.name, id(asyncio.get_running_loop()))
         if key not in self._limiters:
-            self._limiters[key] = _Limiter(self.concurrency)
+            self._limiters[key] = _Limiter(min(self.concurrency, config.max_concurrency or self.concurrency))
         return self._limiters[key]
 
     def redact(self, text: str) -> str:
@@ -83,41 +133,91 @@ class Gateway:
         `tool_choice` forces a tool (the simulated user answers through `user_action`); it is part of the request
         only for litellm backends.
         """
-        key = request_key(model, messages, tools, sampling.as_dict(), sample_index)
+        config = self.config(model)
+        if config.name not in self._ready:
+            self.check(config)
+        key = request_key(config.model, messages, tools, sampling.as_dict(), sample_index, config.identity())
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
                 self.cache_hits += 1
                 return Completion(**{**hit, "cached": True})
-        limiter = self._limiter(model)
+        limiter = self._limiter(config)
+        number = self._started[config.name] = self._started.get(config.name, 0) + 1
         async with limiter.cond:
             await limiter.cond.wait_for(lambda: limiter.in_flight < limiter.limit)
             limiter.in_flight += 1
         try:
-            completion = await self._with_retries(model, messages, tools, sampling, logprobs, limiter, tool_choice)
+            completion = await self._with_retries(config, messages, tools, sampling, logprobs, limiter, tool_choice)
+        except ProviderError as exc:
+            self._count_failure(config, number, exc)
+            raise
         finally:
             async with limiter.cond:
                 limiter.in_flight -= 1
                 limiter.cond.notify_all()
+        last = self._last_success[config.name] = max(number, self._last_success.get(config.name, 0))
+        self._failed[config.name] = {n for n in self._failed.get(config.name, set()) if n > last}
         self.calls += 1
         if self.cache is not None:
             self.cache.put(key, {k: v for k, v in completion.__dict__.items() if k != "cached"})
         return completion
 
-    async def _with_retries(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                            sampling: Sampling, logprobs: bool, limiter: _Limiter,
-                            tool_choice: dict[str, Any] | None = None) -> Completion:
-        if model.startswith(CALLABLE_PREFIX):
-            return await call_agent(model, messages, tools, sampling, redact=self.redact)
+    def check(self, config: ModelConfig | str) -> None:
+        """Fail before spending: an unknown embedded model, a missing key or an unreachable endpoint stops the run
+        with the fix (checked once per model, before its first call; a run checks all its models up front)."""
+        config = self.config(config) if isinstance(config, str) else config
+        model = config.model
         if model.startswith("sim/"):
             from sim_pipeline.models import sim_models
 
             if model not in sim_models.sim_model_names() and not sim_models.latency_seconds(model):
-                # Stop here: through litellm the error would come back wrapped as a retryable connection error.
                 raise ModelCallError(f"model '{model}': no embedded model of that name. Fix: use one of "
                                      f"{sim_models.sim_model_names()} or a litellm model string")
-            if self.fast_path:
-                return await self._in_process(model, messages, tools, sampling)
+        elif not model.startswith(CALLABLE_PREFIX):
+            self.api_key(config)  # a named key variable must be set
+            if config.api_base:
+                _reachable(config)
+            elif not config.api_key_env and self.api_key(config) is None:
+                import litellm
+
+                try:
+                    missing = litellm.validate_environment(model=model).get("missing_keys") or []
+                except Exception:  # noqa: BLE001 -- a provider litellm cannot check: its first call will tell
+                    missing = []
+                if missing:
+                    raise ModelCallError(f"model '{config.name}': {', '.join(missing)} is not set. Fix: export "
+                                         f"{missing[0]}=<key> (or give the model a registry entry with api_key_env), "
+                                         "then re-run")
+        self._ready.add(config.name)
+
+    def check_all(self, models: list[str]) -> None:
+        """`check` every model a run will call (policy, user, judge, writer) before its first call."""
+        for model in dict.fromkeys(models):
+            self.check(model)
+
+    def _count_failure(self, config: ModelConfig, number: int, exc: ProviderError) -> None:
+        """Count a failed call; MAX_CONSECUTIVE_FAILURES in a row (no later-started call succeeded) stop the run."""
+        if number <= self._last_success.get(config.name, 0):
+            return  # a later call already got through: the endpoint is up
+        failed = self._failed.setdefault(config.name, set())
+        failed.add(number)
+        failures = len(failed)
+        if failures >= defaults.MAX_CONSECUTIVE_FAILURES:
+            where = f" at {config.api_base}" if config.api_base else ""
+            raise ModelCallError(
+                f"model '{config.name}'{where}: {failures} calls failed in a row, each after "
+                f"{defaults.GATEWAY_TRIES} tries (last: {str(exc)[:200]}). Fix: check that the endpoint is up and "
+                f"answers within timeout_s={config.timeout_s:g} s, then re-run") from None
+
+    async def _with_retries(self, config: ModelConfig, messages: list[dict[str, Any]],
+                            tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool, limiter: _Limiter,
+                            tool_choice: dict[str, Any] | None = None) -> Completion:
+        model = config.model
+        if model.startswith(CALLABLE_PREFIX):
+            return await call_agent(model, messages, tools, sampling, redact=self.redact)
+        if model.startswith("sim/") and self.fast_path:
+            return await self._in_process(model, messages, tools, sampling)
         import litellm
 
         from sim_pipeline.models.sim_provider import register
@@ -126,13 +226,14 @@ class Gateway:
         delay = self.backoff_s
         last: Exception | None = None
         for attempt in range(defaults.GATEWAY_TRIES):
+            wait = delay
             try:
-                completion = await self._call(litellm, model, messages, tools, sampling, logprobs, tool_choice)
+                completion = await self._call(litellm, config, messages, tools, sampling, logprobs, tool_choice)
                 if limiter.limit < self.concurrency:
                     limiter.limit += 1  # additive increase after a success: recover from a rate limit slowly
                 return completion
             except (litellm.AuthenticationError, litellm.PermissionDeniedError) as exc:
-                raise ModelCallError(self._auth_message(model, exc)) from None
+                raise ModelCallError(self._auth_message(config, exc)) from None
             except litellm.RateLimitError as exc:
                 if "quota" in str(exc).lower() or "insufficient" in str(exc).lower():
                     raise ModelCallError(f"model '{model}': quota exhausted at the provider. Fix: raise the quota or "
@@ -140,6 +241,11 @@ class Gateway:
                 # Multiplicative decrease: a rate-limited provider gets fewer calls in flight until it recovers.
                 limiter.limit = max(defaults.GATEWAY_MIN_CONCURRENCY, limiter.limit // 2)
                 last = exc
+                asked = retry_after(exc)
+                if asked is not None and asked > defaults.RETRY_AFTER_MAX_S:
+                    raise ProviderError(self.redact(f"RateLimitError: the provider asks to wait {asked:g} s "
+                                                    f"(Retry-After), more than {defaults.RETRY_AFTER_MAX_S:g} s")) from None
+                wait = max(delay, asked or 0.0)
             except (litellm.Timeout, litellm.APIConnectionError, litellm.ServiceUnavailableError,
                     litellm.InternalServerError) as exc:
                 last = exc
@@ -148,11 +254,11 @@ class Gateway:
             except litellm.APIError as exc:
                 # Any other status litellm does not map (an OpenAI-compatible 403 arrives as a bare APIError).
                 if getattr(exc, "status_code", None) in (401, 403):
-                    raise ModelCallError(self._auth_message(model, exc)) from None
+                    raise ModelCallError(self._auth_message(config, exc)) from None
                 raise ProviderError(self.redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
             if attempt + 1 < defaults.GATEWAY_TRIES:
                 self.retries += 1
-                await asyncio.sleep(delay)
+                await asyncio.sleep(wait)
                 delay *= 2
         raise ProviderError(self.redact(f"{type(last).__name__} after {defaults.GATEWAY_TRIES} tries: {str(last)[:300]}"))
 
@@ -177,22 +283,38 @@ class Gateway:
                           token_logprobs=token_lps, prompt_tokens=sim_models.prompt_tokens(messages), cost=0.0,
                           latency_s=time.perf_counter() - started, cached=False, logprob_source="decision")
 
-    async def _call(self, litellm: Any, model: str, messages: list[dict[str, Any]],
+    def api_key(self, config: ModelConfig) -> str | None:
+        """The key for a config: its `api_key_env` variable, else the provider's key the resource was given."""
+        if config.api_key_env:
+            value = os.environ.get(config.api_key_env)
+            if not value:
+                raise ModelCallError(f"model '{config.name}': the environment variable {config.api_key_env} "
+                                     f"(its api_key_env) is not set. Fix: export {config.api_key_env}=<key>, "
+                                     "then re-run")
+            return value
+        return self._api_keys.get(config.model.split("/", 1)[0])
+
+    async def _call(self, litellm: Any, config: ModelConfig, messages: list[dict[str, Any]],
                     tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool,
                     tool_choice: dict[str, Any] | None = None) -> Completion:
         started = time.perf_counter()
+        model = config.model
         # max_retries=0: the gateway is the one retry layer (the OpenAI client would retry twice inside each try).
         kwargs: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
-                                  "max_tokens": sampling.max_tokens, "seed": sampling.seed, "max_retries": 0}
+                                  "max_tokens": sampling.max_tokens, "seed": sampling.seed, "max_retries": 0,
+                                  "timeout": config.timeout_s, **config.params}
         if tools:
             kwargs["tools"] = tools
             if tool_choice is not None:
                 kwargs["tool_choice"] = tool_choice
-        if logprobs:
+        if logprobs and config.logprobs != "off":
             kwargs["logprobs"] = True
-        provider = model.split("/", 1)[0]
-        if provider in self._api_keys:
-            kwargs["api_key"] = self._api_keys[provider]
+        if config.api_base:
+            kwargs["api_base"] = config.api_base
+        # A local server (vLLM, llama.cpp, Ollama) takes any key, but the OpenAI client insists on one.
+        key = self.api_key(config) or (LOCAL_SERVER_KEY if config.api_base else None)
+        if key:
+            kwargs["api_key"] = key
         response = await litellm.acompletion(model=model, messages=messages, **kwargs)
         latency = time.perf_counter() - started
         try:
@@ -220,13 +342,7 @@ class Gateway:
             logprob_source=extra.get("logprob_source") or ("tokens" if token_lps is not None else None),
         )
 
-    def _auth_message(self, model: str, exc: Exception) -> str:
-        import litellm
-
-        try:
-            missing = litellm.validate_environment(model=model).get("missing_keys") or []
-        except Exception:  # noqa: BLE001 -- only a hint for the message; an unknown provider has none
-            missing = []
-        env = ", ".join(missing) or f"the API key variable of provider '{model.split('/', 1)[0]}'"
-        return (f"model '{model}': the provider refused the credentials ({type(exc).__name__}). "
+    def _auth_message(self, config: ModelConfig, exc: Exception) -> str:
+        env = key_variable(config)
+        return (f"model '{config.name}': the provider refused the credentials ({type(exc).__name__}). "
                 f"Fix: set {env} in the environment (Dagster reads it through EnvVar), then re-run")

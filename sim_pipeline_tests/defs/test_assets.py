@@ -4,7 +4,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from sim_pipeline import warehouse
+from sim_pipeline import defaults, warehouse
 from sim_pipeline.defs.partitions import partition_key
 from sim_pipeline.registry import load_registry, versions_for
 from sim_pipeline.report import render
@@ -92,9 +92,10 @@ def test_same_seed_gives_same_rollout_bytes(small_defs, instance, tmp_path):
 
 
 @pytest.mark.parametrize("slug", ["broken-v1", "http-v1"])
-def test_failed_rollout_health_blocks_everything_after_the_rollouts(small_defs, instance, registry_path, slug,
-                                                                    monkeypatch):
-    """An agent whose every call fails (user code that raises; an HTTP endpoint that answers 500) is never graded."""
+def test_an_agent_whose_every_call_fails_stops_the_run_before_anything_is_written(small_defs, instance, registry_path,
+                                                                                 slug, monkeypatch):
+    """User code that raises, or an HTTP endpoint that answers 500: the circuit breaker stops the run after
+    MAX_CONSECUTIVE_FAILURES failed calls in a row, names the model and the fix, and nothing of it is written."""
     assets, resources, base = small_defs
     server = ScriptedServer(always(500)).start()
     for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
@@ -108,16 +109,16 @@ def test_failed_rollout_health_blocks_everything_after_the_rollouts(small_defs, 
         result = run(assets, resources, instance, POLICY_STEPS, partition_key(slug, "0"))
     finally:
         server.stop()
-    assert not result.success
-    assert check_results(result)[(("retail", "rollouts"), "rollout_health")] is False
-    assert materialized(result) == {("retail", "search"), ("retail", "rollouts")}  # kept, with their errors
-    rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=slug,
-                                                             seed="0"))
-    assert (rollouts["status"] == "provider_error").all() and rollouts["oracle_reward"].isna().all()
-    assert not warehouse.partition_path(base, "retail", "grades", policy_version=slug, seed="0").exists()
+    assert not result.success and materialized(result) == set()
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = failure.event_specific_data.error.to_string()  # the step error and its cause
+    assert f"{defaults.MAX_CONSECUTIVE_FAILURES} calls failed in a row" in message and "Fix:" in message
+    for asset in ("rollouts", "grades"):
+        assert not warehouse.partition_path(base, "retail", asset, policy_version=slug, seed="0").exists()
+    if slug == "http-v1":  # the breaker stopped it: the calls in flight when it tripped, not every rollout's
+        assert 0 < len(server.requests) <= (defaults.MAX_CONSECUTIVE_FAILURES + defaults.GATEWAY_CONCURRENCY) * \
+            defaults.GATEWAY_TRIES
     versions = versions_for(load_registry(registry_path), "retail")
     summary = render(str(base), "retail", "0", [v for v in versions if v.slug in ("agent-v1", slug)])
-    failing = summary[summary.index(f"  {slug}"):]
-    assert "rollout_health FAILED" in failing and "withheld" in failing and "pass@1 0" not in failing
-    assert f"delta {slug} vs agent-v1: withheld" in summary
     assert "held-out pass@1 0." in summary[:summary.index(f"  {slug}")]  # the healthy version still scores
+    assert "held-out pass@1 n/a" in summary[summary.index(f"  {slug}"):]  # no rows: no score, not a zero

@@ -18,6 +18,8 @@ from sim_pipeline import cover
 from sim_pipeline.axes import axis_values, validated_constraints
 from sim_pipeline.domain import Domain, load_domain
 from sim_pipeline.grade.grading import grade_rollouts
+from sim_pipeline.models.model_config import ModelConfig
+from sim_pipeline.seeding import digest
 from sim_pipeline.models import sim_models
 from sim_pipeline.models.gateway import Completion, Sampling
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
@@ -31,6 +33,9 @@ POLICY = Policy("agent-v1", "sim/agent-v1")
 
 class InProcessGateway:
     """Gateway.complete for the embedded models without litellm: rollouts only, never the judge under test."""
+
+    def config(self, model: str) -> ModelConfig:
+        return ModelConfig.plain(model)
 
     async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        sampling: Sampling | None = None, sample_index: int = 0, logprobs: bool = True,
@@ -88,7 +93,8 @@ SCRIPTED_CALLS: list[tuple[str, dict[str, Any]]] = []
 
 @pytest.fixture(scope="session")
 def scripted_judges() -> list[tuple[str, dict[str, Any]]]:
-    """litellm provider `scripted`: scripted/garbage answers prose, scripted/timeout and scripted/broken raise.
+    """litellm provider `scripted`: scripted/garbage answers prose, scripted/timeout and scripted/broken raise;
+    scripted/sometimes-timeout and scripted/sometimes-broken raise for one case in five and answer prose otherwise.
 
     Returns the list of (model, optional_params) every scripted call received.
     """
@@ -102,6 +108,9 @@ def scripted_judges() -> list[tuple[str, dict[str, Any]]]:
         def completion(self, model: str, messages: list, *args: Any, optional_params: dict | None = None,
                        **kwargs: Any) -> ModelResponse:
             SCRIPTED_CALLS.append((model, dict(optional_params or {})))
+            # "sometimes-": fails for one case in five (by the request's content, so every try of it fails too).
+            if model.startswith("sometimes-") and int(digest(messages), 16) % 5:
+                model = "garbage"
             if model.endswith("timeout"):
                 raise litellm.Timeout(message="the judge took too long", model=model, llm_provider="scripted")
             if model.endswith("broken"):

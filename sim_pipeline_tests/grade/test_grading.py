@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from sim_pipeline.errors import DomainPackError
+from sim_pipeline import defaults
+from sim_pipeline.errors import DomainPackError, ModelCallError
 from sim_pipeline.gold import transcript_digest
 from sim_pipeline.grade import conduct
 from sim_pipeline.grade.grading import GRADE_COLUMNS, combine, grade_rollouts
@@ -51,16 +52,24 @@ def test_grades_table(retail_run, graded):
     assert table[list(STRESS_COLUMNS)].notna().any().all()  # every stress test ran on some rows
 
 
-@pytest.mark.parametrize(("model", "status"), [("scripted/garbage", "invalid_result"), ("scripted/timeout", "timeout"),
-                                               ("scripted/broken", "error")])
+@pytest.mark.parametrize(("model", "status"), [("scripted/garbage", "invalid_result"),
+                                               ("scripted/sometimes-timeout", "timeout"),
+                                               ("scripted/sometimes-broken", "error")])
 def test_a_failing_judge_is_a_status_never_a_silent_zero(retail_run, scripted_judges, model, status):
     rollouts = retail_run.rollouts.iloc[:30]
     table = grade(retail_run, rollouts, model, stress=False)
-    assert (table["judge_status"] == status).all() and table["judge_reward"].isna().all()
+    assert set(table["judge_status"]) == {"invalid_result", status} or status == "invalid_result"
+    assert (table["judge_status"] == status).any() and table["judge_reward"].isna().all()
     # A failed judge call is not an outcome: ungraded (no reward), even where a conduct rule failed.
     assert table["conduct_rule"].notna().any() and table["conduct_rule"].isna().any()
     assert table["reward"].isna().all() and not table["graded"].any()
     assert table[list(STRESS_COLUMNS)].isna().all().all()
+
+
+@pytest.mark.parametrize("model", ["scripted/timeout", "scripted/broken"])
+def test_a_judge_whose_every_call_fails_stops_the_grading(retail_run, scripted_judges, model):
+    with pytest.raises(ModelCallError, match=f"model '{model}': {defaults.MAX_CONSECUTIVE_FAILURES} calls failed"):
+        grade(retail_run, retail_run.rollouts.iloc[:30], model, stress=False)
 
 
 def test_errored_rollouts_are_kept_but_never_graded(retail_run):

@@ -7,6 +7,7 @@ import pytest
 
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
+from sim_pipeline.models.model_config import ModelConfig
 from sim_pipeline.models.sim_provider import register
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -75,7 +76,7 @@ def test_rate_limit_halves_concurrency_then_recovers(scripted):
 
     async def scenario():
         await gateway.complete("scripted/x", MESSAGES)
-        limiter = gateway._limiter("scripted/x")
+        limiter = gateway._limiter(gateway.config("scripted/x"))
         after_limit = limiter.limit
         for seed in range(1, 4):
             await gateway.complete("scripted/x", MESSAGES, sampling=Sampling(seed=seed))
@@ -89,7 +90,7 @@ def test_auth_error_stops_with_the_variable_to_set(scripted):
     scripted.script = [litellm.AuthenticationError("bad key", "scripted", "x")]
     with pytest.raises(ModelCallError, match="refused the credentials .* Fix: set"):
         complete(Gateway(backoff_s=0))
-    message = Gateway()._auth_message("openai/gpt-4o-mini", RuntimeError("401"))
+    message = Gateway()._auth_message(ModelConfig.plain("openai/gpt-4o-mini"), RuntimeError("401"))
     assert "OPENAI_API_KEY" in message
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from sim_pipeline import defaults
 from sim_pipeline.domain import load_domain
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
@@ -160,13 +161,15 @@ def test_an_agent_that_never_calls_a_tool_scores_at_most_the_floor(http_agent):
 def test_an_all_500_server_leaves_every_rollout_ungraded(http_agent):
     domain, state, situations = world()
     server = http_agent(lambda request: 500)
-    specs = [RolloutSpec(s, 0, 0) for s in situations[:6]]
+    n = defaults.MAX_CONSECUTIVE_FAILURES - 1  # one more failed call in a row and the circuit breaker stops the run
+    specs = [RolloutSpec(s, 0, 0) for s in situations[:n]]
     rows = asyncio.run(run_rollouts(specs, Policy("down", AGENT), domain=domain, state=state,
                                     gateway=Gateway(backoff_s=0)))
     assert (rows["status"] == "provider_error").all() and rows["oracle_reward"].isna().all()
     assert rows["error"].str.contains("InternalServerError").all()
     # One retry layer: the gateway's tries only (the OpenAI client's own retries are off).
-    assert len(server.requests) == 6 * 3 and all(json.dumps(r).count("scripted-agent") for r in server.requests)
+    assert len(server.requests) == n * defaults.GATEWAY_TRIES
+    assert all(json.dumps(r).count("scripted-agent") for r in server.requests)
 
 
 def test_any_litellm_model_can_play_the_user_through_user_action(http_agent):

@@ -1,0 +1,122 @@
+"""Model configs: the registry's `models:` section names backends; a version, judge or user refers to one by name.
+
+A config says where a model lives and how to call it: the litellm model string, the endpoint (`api_base`), the
+name of the environment variable holding its key (never the key), a timeout, a concurrency cap, parameters passed
+through to the provider, and whether to ask for logprobs. A plain model string is a config with the defaults, so
+`model: openai/gpt-4o-mini` keeps working.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from sim_pipeline import defaults
+from sim_pipeline.errors import RegistryError
+
+LOGPROBS_MODES = ("auto", "on", "off")  # auto: only where litellm says the provider returns them
+_FIELDS = {"model", "api_base", "api_key_env", "timeout_s", "max_concurrency", "params", "logprobs"}
+# Request fields the gateway sets itself; a config's params may not override them.
+_OWN_PARAMS = {"model", "messages", "tools", "temperature", "top_p", "max_tokens", "seed", "api_key", "api_base",
+               "base_url", "timeout", "max_retries", "logprobs"}
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# The variable litellm reads a provider's key from (its documented defaults), for messages that must name it.
+PROVIDER_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+                          "mistral": "MISTRAL_API_KEY", "together_ai": "TOGETHERAI_API_KEY",
+                          "groq": "GROQ_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "hosted_vllm": "HOSTED_VLLM_API_KEY"}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One backend: a litellm model string and how to reach and call it."""
+
+    name: str
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = defaults.MODEL_TIMEOUT_S
+    max_concurrency: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    logprobs: str = "auto"
+
+    @classmethod
+    def plain(cls, model: str) -> ModelConfig:
+        """A bare model string as a config with every default."""
+        return cls(name=model, model=model)
+
+    def identity(self) -> dict[str, Any]:
+        """What changes an answer (the cache key's part): model, endpoint, parameters, logprobs mode."""
+        return {"model": self.model, "api_base": self.api_base, "params": dict(self.params), "logprobs": self.logprobs}
+
+    def host(self) -> str | None:
+        """The endpoint's host and port, for the rows' provenance (never a key or a path)."""
+        if not self.api_base:
+            return None
+        parts = urlsplit(self.api_base)
+        return parts.netloc.rsplit("@", 1)[-1] or None
+
+
+def key_variable(config: ModelConfig) -> str:
+    """The environment variable a config's key comes from: its api_key_env, else its provider's usual one."""
+    provider = config.model.split("/", 1)[0]
+    return config.api_key_env or PROVIDER_KEY_VARIABLES.get(provider) or f"{provider.upper()}_API_KEY"
+
+
+def model_config(where: str, name: str, spec: Any) -> ModelConfig:
+    """Validate one `models:` entry; every problem names the field and the fix."""
+    if isinstance(spec, str):
+        spec = {"model": spec}
+    if not isinstance(spec, dict):
+        raise RegistryError(f"{where}: expected a mapping with at least 'model', got {type(spec).__name__}")
+    if "api_key" in spec:
+        raise RegistryError(f"{where}/api_key: a key does not belong in the registry. Fix: export it in the "
+                            "environment and name the variable with api_key_env: MY_PROVIDER_API_KEY")
+    unknown = sorted(set(spec) - _FIELDS)
+    if unknown:
+        raise RegistryError(f"{where}: unknown field(s) {unknown}. Fix: use only {sorted(_FIELDS)}")
+    model = spec.get("model")
+    if not isinstance(model, str) or not model:
+        raise RegistryError(f"{where}/model: missing. Fix: add model: <litellm model string>, e.g. openai/gpt-4o-mini")
+    api_base = spec.get("api_base")
+    if api_base is not None and (not isinstance(api_base, str) or urlsplit(api_base).scheme not in ("http", "https")
+                                 or not urlsplit(api_base).netloc):
+        raise RegistryError(f"{where}/api_base: {api_base!r} is not an http(s) URL. Fix: e.g. "
+                            "http://127.0.0.1:8000/v1")
+    key_env = spec.get("api_key_env")
+    if key_env is not None and (not isinstance(key_env, str) or not _ENV_NAME.match(key_env)):
+        raise RegistryError(f"{where}/api_key_env: {key_env!r} is not an environment variable name. Fix: the "
+                            "variable's name in capitals, e.g. LOCAL_LLM_API_KEY (never the key itself)")
+    try:
+        timeout = float(spec.get("timeout_s", defaults.MODEL_TIMEOUT_S))
+        cap = spec.get("max_concurrency")
+        cap = None if cap is None else int(cap)
+    except (TypeError, ValueError):
+        raise RegistryError(f"{where}: timeout_s must be a number and max_concurrency an integer. Fix: e.g. "
+                            "timeout_s: 60, max_concurrency: 4") from None
+    if timeout <= 0 or (cap is not None and cap < 1):
+        raise RegistryError(f"{where}: timeout_s={timeout}, max_concurrency={cap}. Fix: timeout_s > 0, "
+                            "max_concurrency >= 1")
+    params = spec.get("params") or {}
+    if not isinstance(params, dict):
+        raise RegistryError(f"{where}/params: expected a mapping of request parameters. Fix: e.g. params: "
+                            "{top_logprobs: 5, parallel_tool_calls: false}")
+    owned = sorted(set(params) & _OWN_PARAMS)
+    if owned:
+        raise RegistryError(f"{where}/params: {owned} are set by sim_pipeline itself. Fix: remove them (sampling "
+                            "goes under the version's sampling:, the endpoint under api_base, the key under "
+                            "api_key_env, the timeout under timeout_s)")
+    try:
+        json.dumps(params, sort_keys=True)
+    except TypeError:
+        raise RegistryError(f"{where}/params: values must be plain YAML (numbers, strings, lists, mappings)") from None
+    logprobs = spec.get("logprobs", "auto")
+    if logprobs is True or logprobs is False:  # YAML on/off read as booleans
+        logprobs = "on" if logprobs else "off"
+    if logprobs not in LOGPROBS_MODES:
+        raise RegistryError(f"{where}/logprobs: {logprobs!r}. Fix: use one of {list(LOGPROBS_MODES)}")
+    return ModelConfig(name=name, model=model, api_base=api_base, api_key_env=key_env, timeout_s=timeout,
+                       max_concurrency=cap, params=params, logprobs=logprobs)

@@ -1,0 +1,51 @@
+"""A version whose agent is a local endpoint and whose judge is another runs in one materialization (real HTTP)."""
+
+import dagster as dg
+import yaml
+
+from sim_pipeline import warehouse
+from sim_pipeline.defs.resources import RegistryResource
+from sim_pipeline.protocol.statuses import is_error
+from sim_pipeline.defs.partitions import partition_key
+from sim_pipeline_tests.defs.test_assets import POLICY_STEPS, SEED_STEPS, check_results, materialized, run
+from sim_pipeline_tests.scripted_server import ScriptedServer
+
+JUDGE_KEY = "sk-judge-test-key-0042"
+
+
+def test_an_agent_and_a_judge_on_their_own_endpoints_run_together(small_defs, tmp_path, monkeypatch):
+    assets, resources, base = small_defs
+    monkeypatch.setenv("JUDGE_API_KEY", JUDGE_KEY)
+    for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)  # every endpoint and key comes from the registry's models
+    refusal = {"content": "Apologies, that is outside what this desk can do for you."}
+    verdict = {"content": '{"reason": "The agent declined a request it could have handled.", "score": 0}'}
+    with ScriptedServer(lambda request: refusal) as agent, ScriptedServer(lambda request: verdict) as judge:
+        path = tmp_path / "named.yaml"
+        path.write_text(yaml.safe_dump({
+            "models": {"local-agent": {"model": "openai/scripted-agent", "api_base": agent.base_url,
+                                       "timeout_s": 10},
+                       "remote-judge": {"model": "openai/scripted-judge", "api_base": judge.base_url,
+                                        "api_key_env": "JUDGE_API_KEY"}},
+            "defaults": {"user_model": "sim/user"},
+            "policies": {"local-v1": {"domain": "retail", "model": "local-agent", "judge_model": "remote-judge"}}}))
+        resources = {**resources, "registry": RegistryResource(path=str(path))}
+        instance = dg.DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions("retail_policy_version", ["local-v1"])
+        run(assets, resources, instance, ["axes"], None)
+        run(assets, resources, instance, SEED_STEPS[1:], "0")
+        result = run(assets, resources, instance, POLICY_STEPS, partition_key("local-v1", "0"))
+        endpoint = f"127.0.0.1:{agent.port}"
+    assert {("retail", "rollouts"), ("retail", "grades")} <= materialized(result)
+    assert (("retail", "grades"), "judge_trust") in check_results(result)
+    assert agent.requests and all(r["model"] == "scripted-agent" for r in agent.requests)
+    assert judge.requests and all(r["model"] == "scripted-judge" for r in judge.requests)
+    assert {h["authorization"] for h in judge.headers} == {f"Bearer {JUDGE_KEY}"}
+    rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version="local-v1",
+                                                             seed="0"))
+    grades = warehouse.read_table(warehouse.partition_path(base, "retail", "grades", policy_version="local-v1",
+                                                           seed="0"))
+    assert not rollouts["status"].map(is_error).any() and (rollouts["model"] == "local-agent").all()
+    assert {s["endpoint"] for s in rollouts["sampling"]} == {endpoint}
+    assert grades["judge_version"].str.startswith("remote-judge@").all() and (grades["judge_status"] == "ok").all()
+    assert JUDGE_KEY not in rollouts.to_json() + grades.to_json()

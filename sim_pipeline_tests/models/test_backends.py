@@ -1,0 +1,186 @@
+"""Real backends through real HTTP: named model configs, one retry layer, Retry-After, timeouts, the circuit breaker.
+
+Every test points litellm at the scripted OpenAI-compatible server and counts what reaches it.
+"""
+
+import asyncio
+import time
+
+import pytest
+import yaml
+
+from sim_pipeline import defaults
+from sim_pipeline.errors import ModelCallError, RegistryError
+from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
+from sim_pipeline.models.model_config import ModelConfig
+from sim_pipeline.registry import load_models, load_registry
+from sim_pipeline_tests.scripted_server import ScriptedServer, always, replies
+
+MESSAGES = [{"role": "user", "content": "Where is my parcel?"}]
+ANSWER = {"content": "It left the depot this morning."}
+
+
+def call(gateway: Gateway, model: str, seed: int = 0):
+    return asyncio.run(gateway.complete(model, MESSAGES, sampling=Sampling(seed=seed)))
+
+
+def config(server: ScriptedServer, name: str = "local", **fields) -> ModelConfig:
+    return ModelConfig(name=name, model="openai/scripted-agent", api_base=server.base_url, **fields)
+
+
+def test_a_named_config_sends_its_endpoint_key_and_parameters(monkeypatch):
+    monkeypatch.setenv("LOCAL_LLM_KEY", "sk-local-test-key-0001")
+    with ScriptedServer(replies(ANSWER)) as server:
+        local = config(server, api_key_env="LOCAL_LLM_KEY", params={"top_logprobs": 3, "parallel_tool_calls": False})
+        reply = call(Gateway(models={"local": local}), "local")
+    (request,) = server.requests
+    assert reply.message["content"] == ANSWER["content"] and reply.token_logprobs
+    assert server.headers[0]["authorization"] == "Bearer sk-local-test-key-0001"
+    assert request["top_logprobs"] == 3 and request["parallel_tool_calls"] is False and request["logprobs"] is True
+
+
+def test_an_agent_and_a_judge_on_two_endpoints_in_one_gateway(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    with ScriptedServer(replies(ANSWER)) as agent, ScriptedServer(replies({"content": '{"score": 1}'})) as judge:
+        gateway = Gateway(models={"agent": config(agent, "agent"), "judge": config(judge, "judge")})
+        assert call(gateway, "agent").message["content"] == ANSWER["content"]
+        assert call(gateway, "judge").message["content"] == '{"score": 1}'
+    assert (len(agent.requests), len(judge.requests)) == (1, 1)
+
+
+def test_logprobs_off_is_never_asked_for():
+    with ScriptedServer(replies(ANSWER)) as server:
+        reply = call(Gateway(models={"local": config(server, logprobs="off")}), "local")
+    assert "logprobs" not in server.requests[0] and reply.token_logprobs is None
+
+
+def test_a_failing_call_makes_exactly_the_gateway_tries():
+    with ScriptedServer(always(500)) as server:
+        with pytest.raises(ProviderError, match=f"after {defaults.GATEWAY_TRIES} tries"):
+            call(Gateway(backoff_s=0, models={"local": config(server)}), "local")
+    assert len(server.requests) == defaults.GATEWAY_TRIES  # no client retries inside the gateway's tries
+
+
+def test_retry_after_is_waited_out():
+    limited = (429, {"error": {"message": "slow down", "type": "rate_limit", "code": "429"}}, {"Retry-After": "1"})
+    with ScriptedServer(replies(limited, ANSWER)) as server:
+        reply = call(Gateway(backoff_s=0, models={"local": config(server)}), "local")
+    assert reply.message["content"] == ANSWER["content"] and len(server.requests) == 2
+    assert server.times[1] - server.times[0] >= 0.95
+
+
+def test_a_retry_after_beyond_the_cap_fails_the_call_at_once():
+    far = (429, {"error": {"message": "slow down", "type": "rate_limit", "code": "429"}},
+           {"Retry-After": str(int(defaults.RETRY_AFTER_MAX_S * 10))})
+    with ScriptedServer(replies(far)) as server:
+        with pytest.raises(ProviderError, match="asks to wait"):
+            call(Gateway(backoff_s=0, models={"local": config(server)}), "local")
+    assert len(server.requests) == 1
+
+
+def test_a_reply_slower_than_the_timeout_is_a_timeout():
+    def slow(request):
+        time.sleep(1.5)
+        return ANSWER
+
+    with ScriptedServer(slow) as server:
+        started = time.monotonic()
+        with pytest.raises(ProviderError, match="Timeout"):
+            call(Gateway(backoff_s=0, models={"local": config(server, timeout_s=0.3)}), "local")
+    assert len(server.requests) == defaults.GATEWAY_TRIES and time.monotonic() - started < 1.5 * defaults.GATEWAY_TRIES
+
+
+def test_a_dead_endpoint_stops_the_run_before_the_first_request():
+    with ScriptedServer(replies(ANSWER)) as server:
+        dead = config(server)
+    with pytest.raises(ModelCallError, match="nothing answers at api_base http://127.0.0.1:.*Fix: start the server"):
+        call(Gateway(backoff_s=0, models={"local": dead}), "local")
+
+
+def test_an_endpoint_that_keeps_failing_stops_the_run_after_failures_in_a_row():
+    with ScriptedServer(always(503)) as server:
+        gateway = Gateway(backoff_s=0, models={"local": config(server)})
+        for seed in range(defaults.MAX_CONSECUTIVE_FAILURES - 1):
+            with pytest.raises(ProviderError):
+                call(gateway, "local", seed)
+        with pytest.raises(ModelCallError, match=f"{defaults.MAX_CONSECUTIVE_FAILURES} calls failed in a row"):
+            call(gateway, "local", 99)
+    assert len(server.requests) == defaults.MAX_CONSECUTIVE_FAILURES * defaults.GATEWAY_TRIES
+
+
+def test_a_success_resets_the_failure_count():
+    with ScriptedServer(replies(*[500] * (2 * defaults.GATEWAY_TRIES), ANSWER, *[500] * 99)) as server:
+        gateway = Gateway(backoff_s=0, models={"local": config(server)})
+        for seed in range(2):
+            with pytest.raises(ProviderError):
+                call(gateway, "local", seed)
+        assert call(gateway, "local", 2).message["content"] == ANSWER["content"]
+        for seed in range(3, 3 + defaults.MAX_CONSECUTIVE_FAILURES - 1):
+            with pytest.raises(ProviderError):
+                call(gateway, "local", seed)
+
+
+def test_a_missing_key_variable_stops_before_any_request(monkeypatch):
+    monkeypatch.delenv("LOCAL_LLM_KEY", raising=False)
+    with ScriptedServer(replies(ANSWER)) as server:
+        with pytest.raises(ModelCallError, match="LOCAL_LLM_KEY .*is not set"):
+            call(Gateway(models={"local": config(server, api_key_env="LOCAL_LLM_KEY")}), "local")
+    assert server.requests == []
+
+
+def test_a_hosted_model_without_its_key_stops_before_any_request(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ModelCallError, match="ANTHROPIC_API_KEY is not set"):
+        call(Gateway(), "anthropic/claude-3-5-sonnet-20240620")
+
+
+def test_a_refused_key_names_the_variable(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    with ScriptedServer(always(401)) as server:
+        with pytest.raises(ModelCallError, match="Fix: set OPENAI_API_KEY"):
+            call(Gateway(models={"local": config(server)}), "local")
+    assert len(server.requests) == 1
+
+
+def test_the_cache_tells_endpoints_and_parameters_apart(tmp_path):
+    with ScriptedServer(replies(ANSWER)) as a, ScriptedServer(replies(ANSWER)) as b:
+        models = {"a": config(a, "a"), "b": config(b, "b"), "a3": config(a, "a3", params={"top_logprobs": 3})}
+        gateway = Gateway(cache_path=tmp_path / "cache.sqlite", models=models)
+        for name in ("a", "b", "a3", "a"):
+            call(gateway, name)
+    assert (len(a.requests), len(b.requests), gateway.cache_hits) == (2, 1, 1)
+
+
+def registry(tmp_path, models: dict, **policy) -> str:
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"models": models, "policies": {
+        "agent-v1": {"domain": "retail", "model": "local-agent", "judge_model": "hosted-judge", **policy}}}))
+    return str(path)
+
+
+def test_the_registry_names_backends_and_versions_refer_to_them(tmp_path):
+    path = registry(tmp_path, {"local-agent": {"model": "openai/qwen", "api_base": "http://127.0.0.1:8000/v1",
+                                               "params": {"top_logprobs": 5}, "logprobs": "on"},
+                               "hosted-judge": "anthropic/claude-3-5-sonnet-20240620"})
+    models, (version,) = load_models(path), load_registry(path).values()
+    assert models["local-agent"].api_base == "http://127.0.0.1:8000/v1" and models["local-agent"].host() == \
+        "127.0.0.1:8000"
+    assert (version.model, version.agent_backend, version.judge_backend) == \
+        ("local-agent", "openai/qwen", "anthropic/claude-3-5-sonnet-20240620")
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"model": "openai/x", "api_key": "sk-123"}, "api_key: a key does not belong.*api_key_env"),
+    ({"model": "openai/x", "temperture": 0.1}, "unknown field\\(s\\) \\['temperture'\\]"),
+    ({"api_base": "http://127.0.0.1:8000/v1"}, "models/local-agent/model: missing"),
+    ({"model": "openai/x", "api_base": "127.0.0.1:8000"}, "api_base: '127.0.0.1:8000' is not an http"),
+    ({"model": "openai/x", "api_key_env": "sk-live-123"}, "api_key_env: 'sk-live-123' is not an environment variable"),
+    ({"model": "openai/x", "params": {"temperature": 0.2}}, "\\['temperature'\\] are set by sim_pipeline"),
+    ({"model": "openai/x", "logprobs": "sometimes"}, "logprobs: 'sometimes'. Fix: use one of"),
+    ({"model": "openai/x", "timeout_s": 0}, "timeout_s=0.0"),
+])
+def test_a_bad_model_entry_names_the_field_and_the_fix(tmp_path, entry, message):
+    path = registry(tmp_path, {"local-agent": entry})
+    with pytest.raises(RegistryError, match=message):
+        load_registry(path)
