@@ -39,25 +39,37 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     domain = load_domain(args.domain)  # a bad pack fails here, with its message, before any run starts
     versions = versions_for(load_registry(), args.domain)
-    if args.versions:
-        unknown = sorted(set(args.versions) - {v.slug for v in versions})
+    asked = [slug for item in args.versions or [] for slug in item.split(",") if slug]
+    if asked:
+        unknown = sorted(set(asked) - {v.slug for v in versions})
         if unknown:
             raise SimPipelineError(f"versions {unknown} do not serve domain '{args.domain}'. Fix: use some of "
                                    f"{[v.slug for v in versions]}")
-        versions = [v for v in versions if v.slug in args.versions]
+        versions = [v for v in versions if v.slug in asked]
     if not versions:
         raise SimPipelineError(f"no policy version serves domain '{args.domain}'. Fix: add one to data/policies.yaml")
     if any(v.model.startswith("sim/") for v in versions):  # only the embedded agent picks tools by word overlap
         for pair in confusable_pairs(domain):
             print(f"warning: {pair.sentence}", file=sys.stderr)
-    started = time.perf_counter()
+    seeds = [seed for item in args.seeds or [args.seed] for seed in item.split(",") if seed]
+    bad = sorted(set(seeds) - set(defaults.SEEDS))
+    if bad:
+        raise SimPipelineError(f"seeds {bad} are not partitions. Fix: use some of {list(defaults.SEEDS)}")
+    sizes = {key: value for key, value in (("max_situations", args.situations), ("n_phrasings", args.phrasings),
+                                           ("train_samples", args.samples), ("heldout_samples", args.heldout_samples))
+             if value is not None}
+    if args.samples is not None:
+        sizes["probe_samples"] = 0  # an explicit sample count is what runs: no probe-then-fill
     instance = _instance()
     sync_partitions(instance, [args.domain])
-    print(f"Materializing domain '{args.domain}' seed {args.seed} for {[v.slug for v in versions]} "
-          f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
-    outcomes = materialize_domain(instance, args.domain, args.seed, versions, warehouse=args.warehouse)
-    print()
-    print(render(args.warehouse, args.domain, args.seed, versions, seconds=time.perf_counter() - started))
+    outcomes = []
+    for seed in seeds:
+        started = time.perf_counter()
+        print(f"Materializing domain '{args.domain}' seed {seed} for {[v.slug for v in versions]} "
+              f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
+        outcomes += materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes)
+        print()
+        print(render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started))
     failed = [label for label, ok in outcomes if not ok]
     if failed:
         print(f"\n{len(failed)} run(s) did not fully succeed: {failed}")
@@ -122,6 +134,16 @@ def print_lengths(files: list) -> None:
                   f"{r.max:>6}  ({r.rows} rows)")
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line."""
     top = argparse.ArgumentParser(prog="sim-pipeline", description=__doc__)
@@ -133,7 +155,14 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", default="0", choices=list(defaults.SEEDS), help="seed partition (default 0)")
         p.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                        help="Parquet base path (default data/warehouse; s3://... works)")
-    run.add_argument("--versions", nargs="*", help="only these registry versions (default: all of the domain)")
+    run.add_argument("--versions", nargs="*", help="only these registry versions, e.g. agent-v1,agent-v2 "
+                                                   "(default: all of the domain)")
+    run.add_argument("--seeds", nargs="*", help="several seeds in turn, e.g. 0,1 (default: --seed)")
+    run.add_argument("--situations", type=_positive, help="roll out only the plan's first N situations per seed")
+    run.add_argument("--phrasings", type=_positive, help="openings per train situation (default: the mode's)")
+    run.add_argument("--samples", type=_positive, help="samples per train situation and opening (default: the mode's)")
+    run.add_argument("--heldout-samples", type=_positive,
+                     help=f"samples per held-out situation (default {defaults.HELDOUT_SAMPLES})")
     run.add_argument("--allow-failed-checks", action="store_true",
                      help="exit 0 even when a blocking check (judge trust, publish gate) stopped a run")
     run.set_defaults(fn=cmd_run)

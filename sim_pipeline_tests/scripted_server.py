@@ -8,8 +8,9 @@ exception mapping) point litellm at `ScriptedServer.base_url`; a `responder` cal
 
 A responder gets the parsed request body and returns one of:
   - a reply dict `{"content": str | None, "tool_calls": [{"name": str, "arguments": dict | str, "id"?: str}],
-    "finish_reason"?: str, "logprob_per_token"?: float | list[float]}`: the server wraps it in a full
-    chat.completion (usage and, when the request asks for logprobs, per-token logprobs over whitespace tokens);
+    "finish_reason"?: str, "logprob_per_token"?: float | list[float], "logprobs"?: False}`: the server wraps it in a
+    full chat.completion (usage and, when the request asks for logprobs and the reply does not say `logprobs:
+    False`, as some backends do on tool-call turns, per-token logprobs over whitespace tokens);
   - an int: that HTTP status with an OpenAI-style error body;
   - a tuple `(status, body)`: sent as is (a dict as JSON, a str verbatim, e.g. invalid JSON with status 200), or
     `(status, body, headers)` with response headers (e.g. `{"Retry-After": "1"}`).
@@ -34,7 +35,7 @@ Responder = Callable[[dict[str, Any]], Reply]
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 CREATED = 1_700_000_000  # a fixed timestamp: identical requests give byte-identical responses
 DEFAULT_LOGPROB = -0.1
-_REPLY_KEYS = {"content", "tool_calls", "finish_reason", "logprob_per_token"}
+_REPLY_KEYS = {"content", "tool_calls", "finish_reason", "logprob_per_token", "logprobs"}
 _CALL_KEYS = {"name", "arguments", "id"}
 
 
@@ -91,7 +92,7 @@ def build_completion(reply: dict[str, Any], request: dict[str, Any], index: int)
     choice: dict[str, Any] = {"index": 0, "message": message,
                               "finish_reason": reply.get("finish_reason") or ("tool_calls" if calls else "stop"),
                               "logprobs": None}
-    if request.get("logprobs") is True:
+    if request.get("logprobs") is True and reply.get("logprobs", True):  # logprobs: False leaves them out
         values = _logprob_values(reply.get("logprob_per_token"), len(tokens))
         choice["logprobs"] = {"content": [{"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []}
                                           for t, lp in zip(tokens, values)]}

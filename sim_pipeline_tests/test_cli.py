@@ -19,3 +19,27 @@ def test_policies_list(capsys):
     assert main(["policies", "list"]) == 0
     out = capsys.readouterr().out
     assert "agent-v2" in out and "baseline=agent-v1" in out
+
+
+def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, monkeypatch, capsys):
+    from sim_pipeline import warehouse
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.chdir(tmp_path)  # the model cache goes to data/cache under the working directory
+    base = tmp_path / "warehouse"
+    code = main(["run", "--domain", "retail", "--versions", "agent-v1,agent-v2", "--seeds", "0,1", "--situations",
+                 "8", "--samples", "2", "--heldout-samples", "2", "--warehouse", str(base), "--allow-failed-checks"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("Materializing domain 'retail'") == 2
+    for seed in ("0", "1"):
+        for version in ("agent-v1", "agent-v2"):
+            rows = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=version,
+                                                                 seed=seed))
+            planned = warehouse.read_table(warehouse.partition_path(base, "retail", "situations", seed=seed))
+            # The plan's first 8 situations (the search may write its own beside them, within its budget).
+            assert len(set(rows["situation_id"]) & set(planned["situation_id"])) <= 8
+            assert rows["sample_index"].max() <= 1
+    # The same 8 situations for both versions: the delta stays paired.
+    first, second = (warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=v,
+                                                                   seed="0")) for v in ("agent-v1", "agent-v2"))
+    assert set(first["situation_id"]) == set(second["situation_id"])

@@ -3,7 +3,8 @@
 Runs go to the instance in $DAGSTER_HOME, so they show in the UI (`make dev`) like any other run.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import dagster as dg
 
@@ -32,11 +33,20 @@ def sync_partitions(instance: dg.DagsterInstance, domains: list[str]) -> dict[st
 
 
 def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
-                       warehouse: str, log: Callable[[str], None] = print) -> list[tuple[str, bool]]:
-    """Run the eight steps for one seed and the given versions; returns (run label, success) per run."""
+                       warehouse: str, log: Callable[[str], None] = print,
+                       sizes: Mapping[str, Any] | None = None) -> list[tuple[str, bool]]:
+    """Run the eight steps for one seed and the given versions; returns (run label, success) per run.
+
+    `sizes` overrides fields of the `simulation` resource (n_phrasings, train_samples, heldout_samples,
+    max_situations, ...) for a smaller or larger run.
+    """
     defs = build_definitions([domain], warehouse=warehouse)
     assets = list(defs.assets or [])
-    resources = defs.resources
+    resources = dict(defs.resources)
+    if sizes:  # a new resource: Dagster builds a run's resources from their config, not from a pydantic copy
+        current = resources["simulation"]
+        resources["simulation"] = type(current)(**{**{k: getattr(current, k) for k in type(current).model_fields},
+                                                   **sizes})
 
     def key(step: str) -> dg.AssetKey:
         return dg.AssetKey([domain, step])
@@ -51,7 +61,10 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
         failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         for event in result.all_events:
             if event.event_type_value == "STEP_FAILURE" and event.event_specific_data is not None:
-                log(f"    {event.step_key} failed: {event.event_specific_data.error.message.strip()[:400]}")
+                error = event.event_specific_data.error
+                while error.cause is not None:  # the engine's own message, not Dagster's "error in op" wrapper
+                    error = error.cause
+                log(f"    {event.step_key} failed: {error.message.strip()[:600]}")
         outcomes.append((label, result.success))
         if not result.success and not failed:
             log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")

@@ -25,7 +25,8 @@ class ModelGatewayResource(dg.ConfigurableResource):
 
     concurrency: int = defaults.GATEWAY_CONCURRENCY
     cache_dir: str | None = "data/cache"
-    fast_path: bool = False  # run sim/ models in-process (same rows as through litellm, less overhead)
+    # The embedded sim/ models in-process: the same rows as through litellm (tested), without its per-call overhead.
+    fast_path: bool = True
     backoff_s: float = defaults.GATEWAY_BACKOFF_SECONDS  # first back-off between tries of a failed call, doubling
     openai_api_key: str | None = None
     anthropic_api_key: str | None = None
@@ -94,10 +95,12 @@ class SimulationResource(dg.ConfigurableResource):
     search_batch_situations: int = defaults.SEARCH_BATCH_SITUATIONS
     search_budget_rows: int = defaults.SEARCH_BUDGET_ROWS
     writer_model: str = defaults.SEARCH_WRITER_MODEL
+    max_situations: int | None = None  # roll out only the plan's first N situations (held-out and train alike)
 
     def settings(self) -> RolloutSettings:
         """The engine's settings object."""
         return RolloutSettings.for_mode(
             self.mode, heldout_samples=self.heldout_samples, writer_model=self.writer_model,
+            max_situations=self.max_situations,
             search=SearchSettings(self.search_batch_situations, self.search_budget_rows),
             n_phrasings=self.n_phrasings, train_samples=self.train_samples, probe_samples=self.probe_samples)

@@ -35,6 +35,8 @@ class Completion:
     latency_s: float
     cached: bool
     logprob_source: str | None = None
+    dropped_params: tuple[str, ...] = ()  # request parameters left out because the provider does not take them
+    tokens: list[str] | None = None  # the token strings of token_logprobs, where the backend gives them
 
 
 class ProviderError(Exception):

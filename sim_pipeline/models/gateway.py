@@ -39,6 +39,17 @@ class _Limiter:
     cond: asyncio.Condition = field(default_factory=asyncio.Condition)
 
 
+def _litellm() -> Any:
+    """litellm, with the embedded models registered and its per-call chatter off."""
+    import litellm
+
+    from sim_pipeline.models.sim_provider import register
+
+    register()
+    litellm.suppress_debug_info = True  # no "Provider List" / "Give Feedback" lines per failed or unpriced call
+    return litellm
+
+
 LOCAL_SERVER_KEY = "sk-no-key-needed"  # sent to an api_base that has no key variable (local servers ignore it)
 
 
@@ -52,6 +63,35 @@ def _reachable(config: ModelConfig) -> None:
         raise ModelCallError(f"model '{config.name}': nothing answers at api_base {config.api_base} "
                              f"({exc.strerror or exc}). Fix: start the server, or correct api_base in the "
                              "registry's models: entry") from None
+
+
+def request_params(config: ModelConfig, sampling: Sampling, tools: list[dict[str, Any]] | None,
+                   tool_choice: dict[str, Any] | None, logprobs: bool) -> tuple[dict[str, Any], list[str]]:
+    """The provider parameters of one request, and those left out because the provider does not take them.
+
+    litellm lists what each provider takes (`get_supported_openai_params`): Anthropic takes no `seed` or
+    `logprobs`, Mistral no `logprobs`. Logprobs are asked for in `auto` mode only where supported, always in `on`
+    mode, never in `off`; a provider litellm does not know gets every parameter.
+    """
+    litellm = _litellm()
+    wanted: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
+                              "max_tokens": sampling.max_tokens, "seed": sampling.seed, **config.params}
+    if tools:
+        wanted["tools"] = tools
+        if tool_choice is not None:
+            wanted["tool_choice"] = tool_choice
+    try:
+        provider = litellm.get_llm_provider(config.model)[1]
+        supported = litellm.get_supported_openai_params(model=config.model, custom_llm_provider=provider)
+    except Exception:  # noqa: BLE001 -- a provider litellm cannot place: send everything, let it answer
+        supported = None
+    if logprobs and (config.logprobs == "on" or config.logprobs == "auto" and
+                     (supported is None or "logprobs" in supported)):
+        wanted["logprobs"] = True
+    if supported is None:
+        return wanted, []
+    dropped = sorted(k for k in wanted if k not in supported and not (k == "logprobs" and config.logprobs == "on"))
+    return {k: v for k, v in wanted.items() if k not in dropped}, dropped
 
 
 def retry_after(exc: Exception) -> float | None:
@@ -141,7 +181,7 @@ class Gateway:
             hit = self.cache.get(key)
             if hit is not None:
                 self.cache_hits += 1
-                return Completion(**{**hit, "cached": True})
+                return Completion(**{**hit, "cached": True, "dropped_params": tuple(hit.get("dropped_params", ()))})
         limiter = self._limiter(config)
         number = self._started[config.name] = self._started.get(config.name, 0) + 1
         async with limiter.cond:
@@ -179,10 +219,8 @@ class Gateway:
             if config.api_base:
                 _reachable(config)
             elif not config.api_key_env and self.api_key(config) is None:
-                import litellm
-
                 try:
-                    missing = litellm.validate_environment(model=model).get("missing_keys") or []
+                    missing = _litellm().validate_environment(model=model).get("missing_keys") or []
                 except Exception:  # noqa: BLE001 -- a provider litellm cannot check: its first call will tell
                     missing = []
                 if missing:
@@ -218,11 +256,7 @@ class Gateway:
             return await call_agent(model, messages, tools, sampling, redact=self.redact)
         if model.startswith("sim/") and self.fast_path:
             return await self._in_process(model, messages, tools, sampling)
-        import litellm
-
-        from sim_pipeline.models.sim_provider import register
-
-        register()
+        litellm = _litellm()
         delay = self.backoff_s
         last: Exception | None = None
         for attempt in range(defaults.GATEWAY_TRIES):
@@ -299,16 +333,9 @@ class Gateway:
                     tool_choice: dict[str, Any] | None = None) -> Completion:
         started = time.perf_counter()
         model = config.model
+        kwargs, dropped = request_params(config, sampling, tools, tool_choice, logprobs)
         # max_retries=0: the gateway is the one retry layer (the OpenAI client would retry twice inside each try).
-        kwargs: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
-                                  "max_tokens": sampling.max_tokens, "seed": sampling.seed, "max_retries": 0,
-                                  "timeout": config.timeout_s, **config.params}
-        if tools:
-            kwargs["tools"] = tools
-            if tool_choice is not None:
-                kwargs["tool_choice"] = tool_choice
-        if logprobs and config.logprobs != "off":
-            kwargs["logprobs"] = True
+        kwargs.update(max_retries=0, timeout=config.timeout_s)
         if config.api_base:
             kwargs["api_base"] = config.api_base
         # A local server (vLLM, llama.cpp, Ollama) takes any key, but the OpenAI client insists on one.
@@ -320,9 +347,10 @@ class Gateway:
         try:
             choice = response.choices[0]
             message = _message_dict(choice.message)
-            token_lps = None
+            token_lps, tokens = None, None
             if getattr(choice, "logprobs", None) is not None and getattr(choice.logprobs, "content", None):
                 token_lps = [float(t.logprob) for t in choice.logprobs.content]
+                tokens = [str(t.token) for t in choice.logprobs.content]
         except (AttributeError, IndexError, TypeError, ValueError) as exc:
             raise ProviderError(self.redact(f"{model} sent no valid completion ({type(exc).__name__}: {exc})"[:300]),
                                 status=INVALID_RESPONSE) from None
@@ -340,6 +368,8 @@ class Gateway:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             cost=cost, latency_s=latency, cached=False,
             logprob_source=extra.get("logprob_source") or ("tokens" if token_lps is not None else None),
+            dropped_params=tuple(dropped),
+            tokens=tokens if not extra.get("logprob_source") else None,  # the embedded models score decisions
         )
 
     def _auth_message(self, config: ModelConfig, exc: Exception) -> str:

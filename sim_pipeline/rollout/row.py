@@ -27,7 +27,7 @@ TOOL_EVENT = pa.struct([("index", pa.int64()), ("tool", pa.string()), ("argument
 USER_EVENT = pa.struct([("turn", pa.int64()), ("decision", pa.string())])  # protocol/user_events.py
 SAMPLING = pa.struct([("temperature", pa.float64()), ("top_p", pa.float64()), ("max_tokens", pa.int64()),
                       ("seed", pa.int64()), ("user_model", pa.string()),
-                      ("endpoint", pa.string())])
+                      ("endpoint", pa.string()), ("dropped_params", pa.list_(pa.string()))])
 ROLLOUT_SCHEMA = pa.schema([
     ("rollout_id", pa.string()), ("situation_id", pa.string()), ("seed", pa.int64()),
     ("policy_version", pa.string()), ("split", pa.string()), ("arm", pa.string()), ("batch", pa.int64()),
@@ -36,7 +36,8 @@ ROLLOUT_SCHEMA = pa.schema([
     ("messages", pa.list_(MESSAGE)), ("opening_message", pa.string()), ("final_text", pa.string()),
     ("finish_reason", pa.string()), ("status", pa.string()), ("error", pa.string()),
     ("logprob", pa.float64()), ("n_tokens", pa.int64()), ("token_logprobs", pa.list_(pa.float64())),
-    ("logprob_source", pa.string()), ("model", pa.string()), ("sampling", SAMPLING),
+    ("logprob_source", pa.string()), ("tokens", pa.list_(pa.string())), ("turn_token_counts", pa.list_(pa.int64())),
+    ("logprob_coverage", pa.float64()), ("model", pa.string()), ("sampling", SAMPLING),
     ("behavior_signature", pa.string()), ("behavior", pa.string()), ("tool_events", pa.list_(TOOL_EVENT)),
     ("user_events", pa.list_(USER_EVENT)),
     ("n_turns", pa.int64()), ("oracle_reward", pa.float64()), ("oracle_reason", pa.string()),

@@ -73,8 +73,10 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
     user_sampling = Sampling(1.0, 1.0, policy.max_tokens, seed)
     episode = Episode(situation, domain=domain, state=state, phrasing_index=spec.phrasing_index,
                       system_prompt=policy.system_prompt)
-    logprob, n_tokens, token_lps, prompt_tokens, cost, calls = 0.0, 0, [], 0, 0.0, 0
-    status, finish, error, logprob_source = TURN_CAP, FINISH_TURN_CAP, None, None
+    prompt_tokens, cost, calls = 0, 0.0, 0
+    dropped: set[str] = set()
+    turns: list[Completion] = []  # the agent's replies: their logprobs, tokens and token counts
+    status, finish, error = TURN_CAP, FINISH_TURN_CAP, None
     started = time.perf_counter()
 
     def account(c: Completion) -> None:
@@ -88,10 +90,8 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
             reply = await gateway.complete(policy.model, episode.messages, tools=domain.tool_schemas,
                                            sampling=agent_sampling)
             account(reply)
-            logprob += reply.logprob or 0.0
-            n_tokens += reply.n_tokens
-            token_lps.extend(reply.token_logprobs or [])
-            logprob_source = reply.logprob_source
+            turns.append(reply)
+            dropped.update(reply.dropped_params)
             if reply.message.get("tool_calls"):
                 episode.act(reply.message)
                 continue
@@ -121,10 +121,10 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "batch": spec.batch, "phrasing_index": spec.phrasing_index, "sample_index": spec.sample_index,
         **{a: situation.cell[a] for a in AXES},
         "messages": messages, "opening_message": episode.opening, "final_text": final_text, "finish_reason": finish,
-        "status": status, "error": error, "logprob": logprob, "n_tokens": n_tokens, "token_logprobs": token_lps,
-        "logprob_source": logprob_source, "model": policy.model,
+        "status": status, "error": error, **logprob_columns(turns), "model": policy.model,
         "sampling": agent_sampling.as_dict() | {"user_model": policy.user_model,
-                                                "endpoint": gateway.config(policy.model).host()},
+                                                "endpoint": gateway.config(policy.model).host(),
+                                                "dropped_params": sorted(dropped)},
         "behavior_signature": behavior_signature(steps, final_text), "behavior": describe(steps, final_text),
         "tool_events": episode.tool_events(),
         "user_events": episode.user_events,
@@ -133,6 +133,31 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "oracle_reason": verdict.reason if verdict else f"not graded: {status}",
         "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls,
         "latency_s": time.perf_counter() - started,
+    }
+
+
+def logprob_columns(turns: list[Completion]) -> dict[str, Any]:
+    """A row's log-probability columns from the agent's replies, honest about what the backend returned.
+
+    `logprob` sums the log-probabilities there are and is None when there are none (never a silent 0.0);
+    `logprob_coverage` is the share of completion tokens with a logprob (`tokens` source: a backend may leave
+    them out on tool-call turns), or of agent turns with one (`decision`: the embedded models score each decision
+    exactly, not each token; `callable`: your agent's own numbers); `tokens` holds the token strings where the
+    backend gives them; `turn_token_counts` the completion tokens of each agent turn.
+    """
+    scored = [t for t in turns if t.logprob is not None]
+    sources = {t.logprob_source or "tokens" for t in scored}
+    source = next((s for s in ("decision", "callable", "tokens") if s in sources), None)
+    token_lps = [lp for t in turns for lp in t.token_logprobs or []]
+    counts = [int(t.n_tokens) for t in turns]
+    if source == "tokens":
+        coverage = min(1.0, len(token_lps) / sum(counts)) if sum(counts) else 0.0
+    else:
+        coverage = len(scored) / len(turns) if turns else 0.0
+    return {
+        "logprob": float(sum(t.logprob for t in scored)) if scored else None,
+        "n_tokens": sum(counts), "token_logprobs": token_lps, "tokens": [tok for t in turns for tok in t.tokens or []],
+        "turn_token_counts": counts, "logprob_coverage": coverage, "logprob_source": source,
     }
 
 

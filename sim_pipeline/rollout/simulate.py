@@ -28,11 +28,12 @@ class RolloutSettings:
     probe_samples: int = defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][2]
     search: SearchSettings = SearchSettings()
     writer_model: str = defaults.SEARCH_WRITER_MODEL
+    max_situations: int | None = None  # roll out only the first N situations of the plan (a small run)
 
     @classmethod
     def for_mode(cls, mode: str, *, search: SearchSettings = SearchSettings(),
                  heldout_samples: int = defaults.HELDOUT_SAMPLES, writer_model: str = defaults.SEARCH_WRITER_MODEL,
-                 **overrides: int | None) -> RolloutSettings:
+                 max_situations: int | None = None, **overrides: int | None) -> RolloutSettings:
         """A preset (explore, sft, rl, adaptive) with optional overrides of n_phrasings/train_samples/probe_samples."""
         if mode not in defaults.ROLLOUT_MODES:
             raise SimPipelineError(f"rollout mode '{mode}' is unknown. Fix: use one of {list(defaults.ROLLOUT_MODES)}")
@@ -40,10 +41,11 @@ class RolloutSettings:
         chosen = {"n_phrasings": n, "train_samples": k, "probe_samples": probe}
         chosen.update({key: value for key, value in overrides.items() if value is not None})
         if chosen["train_samples"] < 1 or chosen["n_phrasings"] < 1 or not 0 <= chosen["probe_samples"] <= \
-                chosen["train_samples"] or heldout_samples < 1:
+                chosen["train_samples"] or heldout_samples < 1 or (max_situations is not None and max_situations < 1):
             raise SimPipelineError(f"rollout sizes {chosen} (heldout_samples={heldout_samples}) are inconsistent. "
                                    "Fix: n_phrasings, train_samples and heldout_samples >= 1, 0 <= probe <= train_samples")
-        return cls(heldout_samples=heldout_samples, search=search, writer_model=writer_model, **chosen)
+        return cls(heldout_samples=heldout_samples, search=search, writer_model=writer_model,
+                   max_situations=max_situations, **chosen)
 
 
 def specs_for(situations: list[Situation], *, samples: range, n_phrasings: int, batch: int,
@@ -77,6 +79,8 @@ async def run_probed(situations: list[Situation], policy: Policy, *, domain: Dom
 async def simulate(situations: list[Situation], policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
                    settings: RolloutSettings = RolloutSettings()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Run held-out rollouts and the search; returns (search table, all rollouts, stop reason)."""
+    if settings.max_situations is not None:  # a prefix of the plan: every version of a small run sees the same one
+        situations = situations[:settings.max_situations]
     heldout = [s for s in situations if s.split == "heldout"]
     seed = situations[0].seed if situations else 0
     train = [s for s in situations if s.split == "train"]

@@ -11,7 +11,7 @@ import yaml
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import ModelCallError, RegistryError
-from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
+from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling, request_params
 from sim_pipeline.models.model_config import ModelConfig
 from sim_pipeline.registry import load_models, load_registry
 from sim_pipeline_tests.scripted_server import ScriptedServer, always, replies
@@ -184,3 +184,28 @@ def test_a_bad_model_entry_names_the_field_and_the_fix(tmp_path, entry, message)
     path = registry(tmp_path, {"local-agent": entry})
     with pytest.raises(RegistryError, match=message):
         load_registry(path)
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_order", "description": "Look up an order.",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+
+
+@pytest.mark.parametrize(("model", "dropped", "logprobs"), [
+    ("openai/gpt-4o-mini", [], True),
+    ("anthropic/claude-3-5-sonnet-20240620", ["seed"], False),  # Anthropic takes neither seed nor logprobs
+    ("mistral/mistral-large-latest", [], False),  # Mistral takes a seed, not logprobs
+    ("hosted_vllm/Qwen2.5-7B-Instruct", [], True),
+])
+def test_each_provider_gets_only_the_parameters_it_takes(model, dropped, logprobs):
+    import litellm
+    from litellm.utils import get_optional_params
+
+    params, left_out = request_params(ModelConfig.plain(model), Sampling(seed=7), TOOLS, None, True)
+    assert left_out == dropped and ("logprobs" in params) == logprobs
+    name, provider, *_ = litellm.get_llm_provider(model)
+    # litellm's own request transformation (no network) accepts the request as sent: no UnsupportedParamsError.
+    sent = get_optional_params(model=name, custom_llm_provider=provider, **params)
+    assert sent["max_tokens"] == params["max_tokens"] and sent["tools"]
+    if provider in ("anthropic", "mistral"):  # what the provider does not take would have failed every call
+        with pytest.raises(litellm.UnsupportedParamsError):
+            get_optional_params(model=name, custom_llm_provider=provider, seed=7, logprobs=True)

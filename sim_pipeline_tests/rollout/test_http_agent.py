@@ -209,3 +209,30 @@ def test_a_user_model_that_ignores_the_protocol_is_a_user_error(http_agent):
                                     state=state, gateway=Gateway(backoff_s=0)))
     assert rows["status"].iloc[0] == "user_error" and pd.isna(rows["oracle_reward"].iloc[0])
     assert "user_action" in rows["error"].iloc[0]
+
+
+def test_logprobs_are_kept_as_the_backend_gave_them_never_filled_in(http_agent):
+    """A backend that leaves logprobs out on tool-call turns: the row says how much it covers, nothing is made up."""
+    domain, state, situations = world()
+    situation = next(s for s in situations if s.intent_tool == "get_order" and s.cell["world_state"] == "entity_exists")
+    lookup = {**call("get_order", order_id=situation.entity_id), "logprobs": False}
+    answer = {"content": "Your order is on its way and should arrive soon.", "logprob_per_token": -0.5}
+    http_agent(scripted({situation.phrasings[0]: [lookup, answer]}))
+    (row,) = asyncio.run(run_rollouts([RolloutSpec(situation, 0, 0)], Policy("http", AGENT), domain=domain,
+                                      state=state, gateway=Gateway(backoff_s=0))).to_dict("records")
+    words = answer["content"].split()
+    assert row["tokens"] == [f" {w}" if i else w for i, w in enumerate(words)]  # the backend's token strings
+    assert row["token_logprobs"] == [-0.5] * len(words) and row["logprob"] == -0.5 * len(words)
+    counts = row["turn_token_counts"]
+    assert len(counts) == 2 and counts[1] == len(words) and counts[0] > 0  # the call had tokens, unscored
+    assert row["logprob_coverage"] == len(words) / sum(counts) < 1 and row["logprob_source"] == "tokens"
+
+
+def test_a_backend_without_logprobs_leaves_the_logprob_empty_not_zero(http_agent):
+    domain, state, situations = world()
+    situation = situations[0]
+    http_agent(lambda request: {"content": "Sorry, I can't help with that.", "logprobs": False})
+    (row,) = asyncio.run(run_rollouts([RolloutSpec(situation, 0, 0)], Policy("http", AGENT), domain=domain,
+                                      state=state, gateway=Gateway(backoff_s=0))).to_dict("records")
+    assert row["logprob"] is None and row["logprob_coverage"] == 0.0 and row["logprob_source"] is None
+    assert list(row["token_logprobs"]) == [] and row["n_tokens"] > 0
