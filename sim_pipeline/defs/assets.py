@@ -12,6 +12,7 @@ from sim_pipeline.axes import axes_table, axis_values, validated_constraints
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.defs import checks
 from sim_pipeline.defs.cuts import cut_asset
+from sim_pipeline.defs.io import READS_AVAILABLE_PARTITIONS
 from sim_pipeline.defs.metadata import table_metadata
 from sim_pipeline.defs.partitions import SEED, policy_version_partitions, seed_by_version, split_key
 from sim_pipeline.defs.resources import (
@@ -234,7 +235,8 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
                                           **score_extras(grades, rollouts, heldout)})
 
     @dg.asset(key=key("delta"), group_name=group, partitions_def=policy_version_partitions(name),
-              ins={"grades": dg.AssetIn(key("grades"), partition_mapping=BY_VERSION)},
+              ins={"grades": dg.AssetIn(key("grades"), partition_mapping=BY_VERSION,
+                                        metadata={READS_AVAILABLE_PARTITIONS: True})},
               check_specs=[dg.AssetCheckSpec(checks.MUST_NOT_REGRESS, asset=key("delta"),
                                              partitions_def=policy_version_partitions(name),
                                              description="No must_not_regress metric's interval lies wholly below 0.")],

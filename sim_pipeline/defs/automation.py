@@ -1,15 +1,37 @@
-"""Schedules and sensors: the nightly evaluation of the newest version, and registry-driven partitions."""
+"""Schedules and sensors: the nightly evaluation of the newest version, and registry-driven partitions.
+
+A policy run (one version on one seed) reads its seed's `covering_array`, `world` and `situations`, which are
+partitioned by seed alone, so one Dagster run cannot hold both. The chain is explicit instead: the nightly schedule
+requests the seed job for every seed (it rebuilds the seed's plan, world and situations, keeping the plan's rows
+that are still valid, so a changed domain pack is never evaluated on stale situations), and the seed-ready sensor
+requests the newest version's policy run for each seed whose seed run succeeded. The registry sensor does the
+same for a new version: its seed-0 run comes straight away when seed 0 is ready, else after the seed job.
+"""
 
 
 import os
+from functools import cache
 
 import dagster as dg
 
 from sim_pipeline import defaults
-from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
+from sim_pipeline.defs.partitions import POLICY_STEPS, SEED_STEPS, partition_key, policy_version_partitions
 from sim_pipeline.registry import REGISTRY_PATH, load_registry, versions_for
 
 NIGHTLY_CRON = "0 2 * * *"  # 02:00, after the day's training runs have registered their versions
+
+
+def seed_job_name(domain: str) -> str:
+    """The job that materializes one seed's plan, world and situations."""
+    return f"{domain}_seed_job"
+
+
+@cache
+def seed_job(domain: str):
+    """covering_array, world and situations of one domain for one seed."""
+    return dg.define_asset_job(seed_job_name(domain), selection=[dg.AssetKey([domain, s]) for s in SEED_STEPS],
+                               description=f"Steps 02 and 04 of '{domain}' for one seed: the covering-array plan, "
+                                           "the seeded world and the situations built from them.")
 
 
 def policy_job_name(domain: str) -> str:
@@ -17,45 +39,76 @@ def policy_job_name(domain: str) -> str:
     return f"{domain}_policy_job"
 
 
+@cache
 def policy_job(domain: str):
     """search, rollouts, grades, cuts and scores of one domain for one partition."""
-    steps = ["search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
-             "reward_model_pairs", "scores"]
-    return dg.define_asset_job(policy_job_name(domain), selection=[dg.AssetKey([domain, s]) for s in steps])
+    return dg.define_asset_job(policy_job_name(domain), selection=[dg.AssetKey([domain, s]) for s in POLICY_STEPS],
+                               description=f"Steps 03 and 05-07 of '{domain}' for one (version, seed): search, "
+                                           "rollouts, grades, cuts and scores. Needs the seed's situations.")
 
 
 def nightly_schedule(domain: str) -> dg.ScheduleDefinition:
-    """Every night: the newest registered version of the domain, one run per seed (its delta follows by automation)."""
+    """Every night: every seed's plan, world and situations; the seed-ready sensor then runs the newest version."""
 
-    @dg.schedule(name=f"{domain}_nightly", cron_schedule=NIGHTLY_CRON, job_name=policy_job_name(domain),
-                 default_status=dg.DefaultScheduleStatus.STOPPED)
+    @dg.schedule(name=f"{domain}_nightly", cron_schedule=NIGHTLY_CRON, job_name=seed_job_name(domain),
+                 default_status=dg.DefaultScheduleStatus.STOPPED,
+                 description=f"02:00: rebuilds each seed of '{domain}' (seed job), after which "
+                             f"{domain}_seed_ready_sensor evaluates the newest registered version on that seed.")
     def _nightly(context: dg.ScheduleEvaluationContext):
-        versions = versions_for(load_registry(REGISTRY_PATH), domain)
-        if not versions:
+        if not versions_for(load_registry(REGISTRY_PATH), domain):
             return dg.SkipReason(f"no version of domain '{domain}' is registered")
-        newest = versions[-1]
         date = context.scheduled_execution_time.strftime("%Y-%m-%d")
-        return [dg.RunRequest(run_key=f"{newest.slug}|{seed}|{date}", partition_key=partition_key(newest.slug, seed))
-                for seed in defaults.SEEDS]
+        return [dg.RunRequest(run_key=f"seed|{seed}|{date}", partition_key=seed) for seed in defaults.SEEDS]
 
     return _nightly
 
 
-def registry_sensor(domain: str) -> dg.SensorDefinition:
-    """Adds newly registered versions as partitions and requests their runs (applies under the daemon)."""
+def seed_ready_sensor(domain: str) -> dg.RunStatusSensorDefinition:
+    """When a seed run succeeds, the newest version's policy run on that seed (the nightly's second half)."""
 
-    @dg.sensor(name=f"{domain}_registry_sensor", job_name=policy_job_name(domain), minimum_interval_seconds=60,
-               default_status=dg.DefaultSensorStatus.STOPPED)
+    @dg.run_status_sensor(name=f"{domain}_seed_ready_sensor", run_status=dg.DagsterRunStatus.SUCCESS,
+                          monitored_jobs=[seed_job(domain)],
+                          request_job=policy_job(domain), default_status=dg.DefaultSensorStatus.STOPPED,
+                          description=f"After a successful {seed_job_name(domain)} run: the newest registered "
+                                      f"version of '{domain}' on that seed (search, rollouts, grades, cuts, scores).")
+    def _ready(context: dg.RunStatusSensorContext):
+        seed = context.dagster_run.tags.get("dagster/partition")
+        versions = versions_for(load_registry(REGISTRY_PATH), domain)
+        if seed is None or not versions:
+            return dg.SkipReason(f"the seed run has no seed partition, or domain '{domain}' has no version")
+        newest = versions[-1]
+        return dg.RunRequest(run_key=f"{newest.slug}|{seed}|{context.dagster_run.run_id}",
+                             partition_key=partition_key(newest.slug, seed))
+
+    return _ready
+
+
+def registry_sensor(domain: str) -> dg.SensorDefinition:
+    """Adds newly registered versions as partitions and requests their seed-0 runs (applies under the daemon)."""
+
+    @dg.sensor(name=f"{domain}_registry_sensor", jobs=[seed_job(domain), policy_job(domain)],
+               minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED,
+               description=f"Registers new versions of '{domain}' from data/policies.yaml as partitions and runs "
+                           "each on seed 0 (first the seed job when seed 0 has no situations yet).")
     def _sensor(context: dg.SensorEvaluationContext):
         partitions = policy_version_partitions(domain)
         known = set(context.instance.get_dynamic_partitions(partitions.name))
         new = [v.slug for v in versions_for(load_registry(REGISTRY_PATH), domain) if v.slug not in known]
         if not new:
             return dg.SkipReason(f"no new version in {os.path.relpath(REGISTRY_PATH)}")
-        return dg.SensorResult(
-            dynamic_partitions_requests=[partitions.build_add_request(new)],
-            run_requests=[dg.RunRequest(run_key=f"{slug}|{seed}", partition_key=partition_key(slug, seed))
-                          for slug in new for seed in defaults.SEEDS[:1]],
-        )
+        seed = defaults.SEEDS[0]
+        if not _seed_ready(context.instance, domain, seed):  # the seed-ready sensor runs the newest one after it
+            runs = [dg.RunRequest(run_key=f"seed|{seed}|{'+'.join(new)}", partition_key=seed,
+                                  job_name=seed_job_name(domain))]
+        else:
+            runs = [dg.RunRequest(run_key=f"{slug}|{seed}", partition_key=partition_key(slug, seed),
+                                  job_name=policy_job_name(domain)) for slug in new]
+        return dg.SensorResult(dynamic_partitions_requests=[partitions.build_add_request(new)], run_requests=runs)
 
     return _sensor
+
+
+def _seed_ready(instance: dg.DagsterInstance, domain: str, seed: str) -> bool:
+    """Whether the seed's situations are materialized."""
+    key = dg.AssetKey([domain, "situations"])
+    return seed in instance.get_materialized_partitions(key)

@@ -21,6 +21,11 @@ def _parts(context: dg.OutputContext | dg.InputContext, key: str | dg.MultiParti
     return {name: str(key)}
 
 
+# An input whose AssetIn metadata sets this reads whichever of its upstream partitions exist (the delta reads the
+# seeds a version has); every other input must find all of its upstream partitions.
+READS_AVAILABLE_PARTITIONS = "sim_pipeline/reads_available_partitions"
+
+
 class ParquetIOManager(dg.ConfigurableIOManager):
     """Stores DataFrames and Arrow tables under `base_path` (a local path or any fsspec URL such as s3://)."""
 
@@ -40,7 +45,16 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         if not context.has_asset_partitions:
             return warehouse.read_table(self._path(context, None))
         keys = list(context.asset_partition_keys)
-        frame, missing = warehouse.read_partitions([self._path(context, k) for k in keys])
+        paths = [self._path(context, k) for k in keys]
+        frame, missing = warehouse.read_partitions(paths)
+        if missing and not (context.definition_metadata or {}).get(READS_AVAILABLE_PARTITIONS):
+            # An empty or partial table passed on would fail far downstream with a KeyError, or score less data.
+            asset = "/".join(context.asset_key.path)
+            absent = [str(k) for k, p in zip(keys, paths) if str(p) in missing]
+            raise dg.Failure(
+                f"input '{asset}' is not materialized for partition(s) {absent} ({', '.join(missing)}). Fix: "
+                f"materialize {asset} for them first (the seed's steps: `sim-pipeline run --seed <n>`, or select "
+                "them in the UI together with this run)")
         if missing:
             context.log.info(f"{len(missing)} of {len(keys)} upstream partitions are not materialized; using the rest")
         return frame

@@ -9,13 +9,10 @@ from typing import Any
 import dagster as dg
 
 from sim_pipeline.definitions import build_definitions
-from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
+from sim_pipeline.defs.partitions import POLICY_STEPS, SEED_STEPS, partition_key, policy_version_partitions
 from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters; the UI has the rest
-SEED_STEPS = ("covering_array", "world", "situations")
-POLICY_STEPS = ("search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
-                "reward_model_pairs", "scores")
 
 
 def sync_partitions(instance: dg.DagsterInstance, domains: list[str]) -> dict[str, list[str]]:

@@ -31,3 +31,9 @@ def split_key(key: str | dg.MultiPartitionKey) -> tuple[str, str]:
         return version, seed
     dims = key.keys_by_dimension
     return dims["policy_version"], dims["seed"]
+
+
+# The steps each kind of partition holds: a seed's (its plan, world, situations) and a (version, seed)'s.
+SEED_STEPS = ("covering_array", "world", "situations")
+POLICY_STEPS = ("search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
+                "reward_model_pairs", "scores")

@@ -1,12 +1,9 @@
 """The Definitions load, and the asset graph has the shape the docs promise (a snapshot of keys, deps, checks)."""
 
-import datetime
 
 import dagster as dg
-from dagster import build_schedule_context, instance_for_test
 
 from sim_pipeline.definitions import build_definitions, defs
-from sim_pipeline.defs.partitions import partition_key
 
 STEPS = ["axes", "covering_array", "world", "situations", "search", "rollouts", "grades", "sft", "preference_pairs",
          "grpo_groups", "reward_model_set", "reward_model_pairs", "scores", "delta"]
@@ -37,13 +34,6 @@ def test_graph_snapshot():
     assert graph.get(dg.AssetKey(["retail", "sft"])).automation_condition is not None
 
 
-def test_nightly_schedule_requests_one_run_per_seed_for_the_newest_version():
-    schedule = next(s for s in defs.schedules if s.name == "retail_nightly")
-    with instance_for_test() as instance:
-        instance.add_dynamic_partitions("retail_policy_version", ["agent-v1", "agent-v2"])
-        context = build_schedule_context(instance=instance, repository_def=defs.get_repository_def(),
-                                         scheduled_execution_time=datetime.datetime(2026, 11, 30, 2))
-        result = schedule.evaluate_tick(context)
-    keys = [r.partition_key for r in result.run_requests]
-    assert result.run_requests[0].run_key == "agent-v2|0|2026-11-30"
-    assert keys == [partition_key("agent-v2", s) for s in [str(i) for i in range(8)]]
+def test_every_job_schedule_and_sensor_says_what_it_does():
+    for item in [*defs.jobs, *defs.schedules, *defs.sensors]:
+        assert item.description, item.name
