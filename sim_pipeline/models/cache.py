@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from sim_pipeline.errors import ModelCallError
 from sim_pipeline.seeding import digest
 
 
@@ -41,16 +42,31 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")  # several partitions' processes may share one cache
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.commit()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")  # several partitions' processes may share one cache
+            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise ModelCallError(f"model cache {self.path} is unreadable ({exc}). Fix: delete it (it only saves "
+                                 "repeated calls) or point the gateway's cache_dir elsewhere") from None
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The cached response for a key, or None."""
+        """The cached response for a key, or None (an entry that does not decode is a miss, not a crash)."""
         with self._lock:
             row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        if not row:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and "message" in value:
+            return value
+        with self._lock:  # drop it, so the fresh answer is stored in its place
+            self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+            self._db.commit()
+        return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store a response (the first write wins: responses for one key are interchangeable)."""

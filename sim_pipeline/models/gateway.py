@@ -94,6 +94,18 @@ def request_params(config: ModelConfig, sampling: Sampling, tools: list[dict[str
     return {k: v for k, v in wanted.items() if k not in dropped}, dropped
 
 
+def _from_cache(entry: dict[str, Any] | None) -> Completion | None:
+    """A cached completion, or None when the entry is missing or not a completion this version can read (a miss)."""
+    if entry is None:
+        return None
+    fields = Completion.__dataclass_fields__
+    try:
+        return Completion(**{**{k: v for k, v in entry.items() if k in fields}, "cached": True,
+                             "dropped_params": tuple(entry.get("dropped_params") or ())})
+    except TypeError:
+        return None
+
+
 def retry_after(exc: Exception) -> float | None:
     """The seconds a rate-limited provider asks to wait (Retry-After: seconds or an HTTP date), if it says."""
     headers = getattr(exc, "headers", None) or getattr(getattr(exc, "response", None), "headers", None) or {}
@@ -178,10 +190,10 @@ class Gateway:
             self.check(config)
         key = request_key(config.model, messages, tools, sampling.as_dict(), sample_index, config.identity())
         if self.cache is not None:
-            hit = self.cache.get(key)
+            hit = _from_cache(self.cache.get(key))
             if hit is not None:
                 self.cache_hits += 1
-                return Completion(**{**hit, "cached": True, "dropped_params": tuple(hit.get("dropped_params", ()))})
+                return hit
         limiter = self._limiter(config)
         number = self._started[config.name] = self._started.get(config.name, 0) + 1
         async with limiter.cond:

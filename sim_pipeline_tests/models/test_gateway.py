@@ -134,3 +134,18 @@ def test_unknown_embedded_model_stops_the_run():
     for fast in (False, True):
         with pytest.raises(ModelCallError, match="no embedded model of that name"):
             complete(Gateway(fast_path=fast), "sim/judge-typo")
+
+
+def test_a_bad_cache_entry_is_a_miss_and_an_unreadable_cache_names_itself(tmp_path):
+    gateway = Gateway(cache_path=tmp_path / "c.sqlite")
+    complete(gateway, "sim/agent-v1", sampling=Sampling(seed=1))
+    with gateway.cache._lock:  # poison the one entry: not JSON
+        gateway.cache._db.execute("UPDATE responses SET value = 'not json {'")
+        gateway.cache._db.commit()
+    again = complete(gateway, "sim/agent-v1", sampling=Sampling(seed=1))
+    assert not again.cached and gateway.calls == 2
+    assert complete(gateway, "sim/agent-v1", sampling=Sampling(seed=1)).cached  # the fresh answer replaced it
+    broken = tmp_path / "broken.sqlite"
+    broken.write_bytes(b"this is not a sqlite database" * 100)
+    with pytest.raises(ModelCallError, match=f"model cache {broken} is unreadable.*Fix: delete it"):
+        Gateway(cache_path=broken)
