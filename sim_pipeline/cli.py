@@ -15,6 +15,8 @@ INSTANCE_CONFIG = """# Written by sim-pipeline: a local instance (sqlite storage
 run_monitoring:
   enabled: true
   free_slots_after_run_end_seconds: 300  # a cancelled run must not hold a pool slot forever
+telemetry:
+  enabled: false  # no usage reporting, and no banner in the middle of `make run`
 """
 
 
