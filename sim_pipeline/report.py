@@ -145,7 +145,11 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         p1 = f"{s.pass_at_1[0]:.3f} [{s.pass_at_1[1]:.3f}, {s.pass_at_1[2]:.3f}]" if s.pass_at_1 else "n/a"
         if s.noop_floor is not None:
             p1 += f" (no-op floor {s.noop_floor:.3f})"
-        cuts = ", ".join(f"{k} {n if n is not None else 'not built'}" for k, n in s.cut_rows.items())
+        if s.judge_verdict not in ("trusted", "not graded") and not v.judge_trust_opt_out:
+            cuts = f"withheld (judge trust {s.judge_verdict}: the publish gates wrote no cut)"
+        else:
+            cuts = ", ".join(f"{k} {n if n is not None else 'not written (see its publish_gate check)'}"
+                             for k, n in s.cut_rows.items())
         lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1}",
                   f"  {'':<13} world fit: {fit_sentence(s.fit) if s.fit is not None else 'no rollouts'}",
                   f"  {'':<13} judge trust: {s.judge_verdict}" + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
@@ -157,6 +161,14 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         failing = [slug for slug in (v.baseline, v.slug) if slug in summaries and summaries[slug].withheld]
         if failing:
             lines.append(f"  delta {v.slug} vs {v.baseline}: withheld (rollout_health failed for {', '.join(failing)})")
+            continue
+        by_slug = {x.slug: x for x in versions}
+        distrusted = [slug for slug in (v.baseline, v.slug) if slug in summaries and slug in by_slug
+                      and summaries[slug].judge_verdict not in ("trusted", "not graded")
+                      and not by_slug[slug].judge_trust_opt_out]
+        if distrusted:
+            lines.append(f"  delta {v.slug} vs {v.baseline}: withheld (judge trust not trusted for "
+                         f"{', '.join(distrusted)}: no delta is written from untrusted grades)")
             continue
         delta = _read(base, domain, "delta", policy_version=v.slug)
         if delta is None or not len(delta):

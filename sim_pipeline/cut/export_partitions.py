@@ -1,9 +1,10 @@
 """Export a domain's cut partitions from the warehouse, re-running each cut's publish gate first.
 
-A cut asset writes its Parquet even when its blocking publish-gate check fails (the check stops downstream
-steps, not the write), so the export gates what it reads again, against the partition's grades and the
-judge-trust verdict of its registry version. A refused cut is not exported (an earlier export of it is
-removed); the others are. Missing partitions stop the export before any write, naming the run that makes them.
+A cut asset writes nothing when its blocking publish-gate check fails, but a partition may hold a file written
+under another registry entry or judge, or by hand, so the export gates what it reads again, against the
+partition's grades and the judge-trust verdict of its registry version. A refused cut is not exported (an earlier
+export of it is removed); the others are. Missing partitions stop the export before any write, naming the run that
+makes them.
 """
 
 import os

@@ -235,16 +235,28 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
                                           **score_extras(grades, rollouts, heldout)})
 
     @dg.asset(key=key("delta"), group_name=group, partitions_def=policy_version_partitions(name),
+              output_required=False,  # withheld when a judge is not trusted
               ins={"grades": dg.AssetIn(key("grades"), partition_mapping=BY_VERSION,
                                         metadata={READS_AVAILABLE_PARTITIONS: True})},
-              check_specs=[dg.AssetCheckSpec(checks.MUST_NOT_REGRESS, asset=key("delta"),
+              check_specs=[dg.AssetCheckSpec(checks.MUST_NOT_REGRESS, asset=key("delta"), blocking=True,
                                              partitions_def=policy_version_partitions(name),
-                                             description="No must_not_regress metric's interval lies wholly below 0.")],
+                                             description="Blocking. No must_not_regress metric's interval lies "
+                                                         "wholly on its bad side, and both sides' judges are trusted "
+                                                         "(else no delta is written).")],
               automation_condition=GATED,
               description="Step 08. Candidate vs its registry baseline on held-out tasks: paired bootstrap and sign-flip p.")
     def delta(context: dg.AssetExecutionContext, registry: RegistryResource, store: WarehouseResource,
               grades: pd.DataFrame):
         version = registry.version(context.partition_key)
+        sides = [(version, grades)]
+        if version.baseline:
+            sides.append((registry.version(version.baseline), store.read_versions(name, "grades", version.baseline)[0]))
+        withheld = [f"judge trust of {v.slug} seed {seed} is not trusted"
+                    for v, table in sides for seed in checks.untrusted_seeds(table, v)]
+        if withheld:  # gate before write: no delta from grades nobody may trust, and no earlier one left standing
+            store.remove_one(name, "delta", policy_version=version.slug)
+            yield checks.withheld_delta_result(withheld)
+            return
         report, meta = delta_for(name, version, grades, store)
         yield dg.Output(report, metadata=meta)
         yield checks.must_not_regress_result(report, version)

@@ -116,6 +116,21 @@ def trust_report(grades: pd.DataFrame, version: PolicyVersion) -> JudgeTrustRepo
     return judge_trust_report(grades, policy_model=version.agent_backend, judge_model=version.judge_backend)
 
 
+def untrusted_seeds(grades: pd.DataFrame, version: PolicyVersion) -> list[str]:
+    """The seeds of a version's grades whose judge is not trusted (none when the version opted out)."""
+    if version.judge_trust_opt_out or not len(grades):
+        return []
+    return [str(seed) for seed, part in grades.groupby("seed", sort=True)
+            if trust_report(part, version).verdict != "trusted"]
+
+
+def withheld_delta_result(reasons: list[str]) -> dg.AssetCheckResult:
+    """The delta's check when its inputs' judge is not trusted: nothing was compared, so nothing may pass."""
+    return dg.AssetCheckResult(check_name=MUST_NOT_REGRESS, passed=False, severity=dg.AssetCheckSeverity.ERROR,
+                               description="withheld: " + "; ".join(reasons),
+                               metadata={"withheld": dg.MetadataValue.json(reasons)})
+
+
 def judge_trust_result(grades: pd.DataFrame, version: PolicyVersion) -> dg.AssetCheckResult:
     """The blocking judge-trust check: fails unless the verdict is `trusted` (or the version opted out)."""
     report = trust_report(grades, version)

@@ -1,4 +1,8 @@
-"""The cut assets (step 07): each gated by a blocking publish-gate check and by judge trust upstream."""
+"""The cut assets (step 07): each gated by a blocking publish-gate check and by judge trust upstream.
+
+The gate runs before the write: a refused cut writes no Parquet, and the partition's file from an earlier run is
+removed, so nothing downstream (the export, the summary) can take old rows for this run's.
+"""
 
 
 import dagster as dg
@@ -7,7 +11,7 @@ import pandas as pd
 from sim_pipeline.cut.cuts import build_cut
 from sim_pipeline.defs import checks
 from sim_pipeline.defs.partitions import split_key
-from sim_pipeline.defs.resources import RegistryResource
+from sim_pipeline.defs.resources import RegistryResource, WarehouseResource
 from sim_pipeline.domain import Domain
 from sim_pipeline.warehouse import jsonable
 
@@ -26,19 +30,25 @@ def cut_asset(domain_name: str, step: str, domain: Domain, partitions: dg.MultiP
     key = dg.AssetKey([domain_name, step])
 
     @dg.asset(key=key, group_name=domain_name, partitions_def=partitions, automation_condition=automation,
+              output_required=False,  # a cut the gate refuses writes nothing
               ins={"rollouts": dg.AssetIn(dg.AssetKey([domain_name, "rollouts"])),
                    "grades": dg.AssetIn(dg.AssetKey([domain_name, "grades"]))},
               check_specs=[dg.AssetCheckSpec(checks.PUBLISH_GATE, asset=key, blocking=True, partitions_def=partitions,
                                              description="Blocking. No ungraded, untrusted, leaked or judge-only rows.")],
               description=f"Step 07. {DESCRIPTIONS[step]}")
-    def _cut(context: dg.AssetExecutionContext, registry: RegistryResource, rollouts: pd.DataFrame,
-             grades: pd.DataFrame):
-        version = registry.version(split_key(context.partition_key)[0])
+    def _cut(context: dg.AssetExecutionContext, registry: RegistryResource, store: WarehouseResource,
+             rollouts: pd.DataFrame, grades: pd.DataFrame):
+        slug, seed = split_key(context.partition_key)
+        version = registry.version(slug)
         trusted = checks.trust_report(grades, version).verdict == "trusted"
         cut = build_cut(step, rollouts, grades, tools=domain.tool_schemas, judge_trusted=trusted,
                         opt_out=version.judge_trust_opt_out)
-        yield dg.Output(cut.table, metadata={"rows": len(cut.table), "judge_trusted": trusted,
-                                             "report": dg.MetadataValue.json(jsonable(cut.metadata))})
+        if cut.gate.passed:
+            yield dg.Output(cut.table, metadata={"rows": len(cut.table), "judge_trusted": trusted,
+                                                 "report": dg.MetadataValue.json(jsonable(cut.metadata))})
+        elif store.remove_one(domain_name, step, policy_version=slug, seed=seed):
+            # Gate before write: nothing of this run is written, and an earlier run's rows must not pass for it.
+            context.log.warning(f"{step}: the publish gate refused this run's rows; removed the earlier file")
         yield checks.publish_gate_result(cut.gate)
 
     return _cut

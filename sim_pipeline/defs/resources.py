@@ -75,6 +75,14 @@ class WarehouseResource(dg.ConfigurableResource):
         path = warehouse.partition_path(self.base_path, domain, asset, **parts)
         return warehouse.read_table(path) if path.exists() else None
 
+    def remove_one(self, domain: str, asset: str, **parts: str) -> bool:
+        """Delete one partition's file (a gate refused its rows); whether there was one."""
+        path = warehouse.partition_path(self.base_path, domain, asset, **parts)
+        if not path.exists():
+            return False
+        path.unlink()
+        return True
+
     def read_versions(self, domain: str, asset: str, policy_version: str) -> tuple[pd.DataFrame, list[str]]:
         """Every seed's partition of one version; also the seeds found."""
         paths = [warehouse.partition_path(self.base_path, domain, asset, policy_version=policy_version, seed=s)

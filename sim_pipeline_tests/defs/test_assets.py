@@ -67,16 +67,35 @@ def test_whole_graph_materializes_for_one_partition(small_defs, instance, regist
     assert "cancel_order" in summary[summary.index("  world fit     per tool"):]
 
 
-def test_untrusted_judge_blocks_the_cuts_in_the_same_run(small_defs, instance):
-    assets, resources, _ = small_defs
+def test_untrusted_judge_blocks_the_cuts_in_the_same_run(small_defs, instance, registry_path):
+    assets, resources, base = small_defs
     run(assets, resources, instance, ["axes"], None)
     run(assets, resources, instance, SEED_STEPS[1:], "0")
+    # A cut an earlier run left for this partition: the summary must not show it as this run's.
+    stale = warehouse.partition_path(base, "retail", "sft", policy_version="lenient-v2", seed="0")
+    warehouse.write_table(stale, pd.DataFrame({"rollout_id": ["old"] * 54}))
     result = run(assets, resources, instance, POLICY_STEPS, partition_key("lenient-v2", "0"))
     assert not result.success
     assert check_results(result)[(("retail", "grades"), "judge_trust")] is False
     done = materialized(result)
     assert ("retail", "grades") in done
     assert not done & {("retail", c) for c in CUTS}
+    versions = [v for v in versions_for(load_registry(registry_path), "retail") if v.slug == "lenient-v2"]
+    summary = render(str(base), "retail", "0", versions)
+    assert "cuts: withheld (judge trust untrusted: the publish gates wrote no cut)" in summary and "sft 54" not in summary
+
+
+def test_a_cut_its_gate_refuses_writes_nothing_and_removes_the_earlier_file(small_defs, instance):
+    assets, resources, base = small_defs
+    run(assets, resources, instance, ["axes"], None)
+    run(assets, resources, instance, SEED_STEPS[1:], "0")
+    assert run(assets, resources, instance, ["search", "rollouts", "grades"], partition_key("lenient-v2", "0")).success \
+        is False  # the lenient judge: grades untrusted
+    sft = warehouse.partition_path(base, "retail", "sft", policy_version="lenient-v2", seed="0")
+    warehouse.write_table(sft, pd.DataFrame({"rollout_id": ["from an earlier run"]}))
+    result = run(assets, resources, instance, ["sft"], partition_key("lenient-v2", "0"))  # run on its own
+    assert not result.success and check_results(result)[(("retail", "sft"), "publish_gate")] is False
+    assert ("retail", "sft") not in materialized(result) and not sft.exists()
 
 
 def test_same_seed_gives_same_rollout_bytes(small_defs, instance, tmp_path):
@@ -122,3 +141,20 @@ def test_an_agent_whose_every_call_fails_stops_the_run_before_anything_is_writte
     summary = render(str(base), "retail", "0", [v for v in versions if v.slug in ("agent-v1", slug)])
     assert "held-out pass@1 0." in summary[:summary.index(f"  {slug}")]  # the healthy version still scores
     assert "held-out pass@1 n/a" in summary[summary.index(f"  {slug}"):]  # no rows: no score, not a zero
+
+
+def test_no_delta_is_written_from_untrusted_grades(small_defs, instance, registry_path):
+    assets, resources, base = small_defs
+    run(assets, resources, instance, ["axes"], None)
+    run(assets, resources, instance, SEED_STEPS[1:], "0")
+    assert run(assets, resources, instance, POLICY_STEPS, partition_key("agent-v1", "0")).success
+    run(assets, resources, instance, ["search", "rollouts", "grades"], partition_key("lenient-v2", "0"))
+    stale = warehouse.partition_path(base, "retail", "delta", policy_version="lenient-v2")
+    warehouse.write_table(stale, pd.DataFrame({"metric": ["pass@1"], "delta": [0.9]}))  # an earlier run's
+    result = run(assets, resources, instance, ["delta"], "lenient-v2")
+    assert not result.success and ("retail", "delta") not in materialized(result) and not stale.exists()
+    [check] = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert not check.passed and "judge trust of lenient-v2 seed 0 is not trusted" in check.description
+    versions = [v for v in versions_for(load_registry(registry_path), "retail") if v.slug in ("agent-v1", "lenient-v2")]
+    summary = render(str(base), "retail", "0", versions)
+    assert "delta lenient-v2 vs agent-v1: withheld (judge trust not trusted for lenient-v2" in summary
