@@ -7,7 +7,15 @@ import os
 import dagster as dg
 
 from sim_pipeline.defs.assets import domain_assets
-from sim_pipeline.defs.automation import nightly_schedule, policy_job, registry_sensor, seed_job, seed_ready_sensor
+from sim_pipeline.defs.automation import (
+    delta_follow_sensor,
+    delta_job,
+    nightly_schedule,
+    policy_job,
+    registry_sensor,
+    seed_job,
+    seed_ready_sensor,
+)
 from sim_pipeline.defs.io import ParquetIOManager
 from sim_pipeline.defs.resources import (
     ModelGatewayResource,
@@ -31,9 +39,10 @@ def build_definitions(domains: list[str] | None = None, *, warehouse: str = WARE
     names = domains or domain_names()
     return dg.Definitions(
         assets=[a for name in names for a in domain_assets(name)],
-        jobs=[job for name in names for job in (seed_job(name), policy_job(name))],
+        jobs=[job for name in names for job in (seed_job(name), policy_job(name), delta_job(name))],
         schedules=[nightly_schedule(name) for name in names],
-        sensors=[sensor for name in names for sensor in (registry_sensor(name), seed_ready_sensor(name))],
+        sensors=[sensor for name in names
+                 for sensor in (registry_sensor(name), seed_ready_sensor(name), delta_follow_sensor(name))],
         resources={
             "io_manager": ParquetIOManager(base_path=warehouse),
             "gateway": ModelGatewayResource(**api_keys_from_environment()),

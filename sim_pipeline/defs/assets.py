@@ -61,7 +61,8 @@ def delta_for(domain: str, version: PolicyVersion, grades: pd.DataFrame,
         return empty, {"baseline": version.baseline, "note": "baseline or candidate grades are not materialized"}
     report = delta_report(baseline, grades, baseline_version=version.baseline, candidate_version=version.slug,
                           must_not_regress=version.must_not_regress)
-    return report, {"baseline": version.baseline, "seeds": dg.MetadataValue.json(sorted(set(seeds))),
+    used = sorted(set(seeds) & {str(s) for s in grades["seed"].unique()})  # the seeds both versions have graded
+    return report, {"baseline": version.baseline, "seeds": dg.MetadataValue.json(used),
                     "delta": table_metadata(report), **delta_extras(baseline, grades, version, report)}
 
 

@@ -5,7 +5,9 @@ partitioned by seed alone, so one Dagster run cannot hold both. The chain is exp
 requests the seed job for every seed (it rebuilds the seed's plan, world and situations, keeping the plan's rows
 that are still valid, so a changed domain pack is never evaluated on stale situations), and the seed-ready sensor
 requests the newest version's policy run for each seed whose seed run succeeded. The registry sensor does the
-same for a new version: its seed-0 run comes straight away when seed 0 is ready, else after the seed job.
+same for a new version: its seed-0 run comes straight away when seed 0 is ready, else after the seed job. When a
+policy run of a version with a baseline succeeds, the delta sensor runs that version's delta, which reads every
+seed both versions have graded.
 """
 
 
@@ -15,7 +17,13 @@ from functools import cache
 import dagster as dg
 
 from sim_pipeline import defaults
-from sim_pipeline.defs.partitions import POLICY_STEPS, SEED_STEPS, partition_key, policy_version_partitions
+from sim_pipeline.defs.partitions import (
+    POLICY_STEPS,
+    SEED_STEPS,
+    partition_key,
+    policy_version_partitions,
+    split_key,
+)
 from sim_pipeline.registry import REGISTRY_PATH, load_registry, versions_for
 
 NIGHTLY_CRON = "0 2 * * *"  # 02:00, after the day's training runs have registered their versions
@@ -47,6 +55,19 @@ def policy_job(domain: str):
                                            "rollouts, grades, cuts and scores. Needs the seed's situations.")
 
 
+def delta_job_name(domain: str) -> str:
+    """The job that materializes one version's delta against its baseline."""
+    return f"{domain}_delta_job"
+
+
+@cache
+def delta_job(domain: str):
+    """The delta of one domain for one policy version."""
+    return dg.define_asset_job(delta_job_name(domain), selection=[dg.AssetKey([domain, "delta"])],
+                               description=f"Step 08 of '{domain}' for one version: its held-out delta against its "
+                                           "registry baseline, over the seeds both have graded.")
+
+
 def nightly_schedule(domain: str) -> dg.ScheduleDefinition:
     """Every night: every seed's plan, world and situations; the seed-ready sensor then runs the newest version."""
 
@@ -68,7 +89,7 @@ def seed_ready_sensor(domain: str) -> dg.RunStatusSensorDefinition:
 
     @dg.run_status_sensor(name=f"{domain}_seed_ready_sensor", run_status=dg.DagsterRunStatus.SUCCESS,
                           monitored_jobs=[seed_job(domain)],
-                          request_job=policy_job(domain), default_status=dg.DefaultSensorStatus.STOPPED,
+                          request_job=policy_job(domain), default_status=dg.DefaultSensorStatus.RUNNING,
                           description=f"After a successful {seed_job_name(domain)} run: the newest registered "
                                       f"version of '{domain}' on that seed (search, rollouts, grades, cuts, scores).")
     def _ready(context: dg.RunStatusSensorContext):
@@ -81,6 +102,25 @@ def seed_ready_sensor(domain: str) -> dg.RunStatusSensorDefinition:
                              partition_key=partition_key(newest.slug, seed))
 
     return _ready
+
+
+def delta_follow_sensor(domain: str) -> dg.RunStatusSensorDefinition:
+    """When a version's policy run succeeds, its delta against the baseline (over the seeds both have graded)."""
+
+    @dg.run_status_sensor(name=f"{domain}_delta_sensor", run_status=dg.DagsterRunStatus.SUCCESS,
+                          monitored_jobs=[policy_job(domain)], request_job=delta_job(domain),
+                          default_status=dg.DefaultSensorStatus.RUNNING,
+                          description=f"After a successful {policy_job_name(domain)} run of a version with a "
+                                      "baseline: that version's delta (it reads every seed both versions have).")
+    def _follow(context: dg.RunStatusSensorContext):
+        key = context.dagster_run.tags.get("dagster/partition")
+        slug = split_key(key)[0] if key else None
+        version = load_registry(REGISTRY_PATH).get(slug) if slug else None
+        if version is None or version.baseline is None:
+            return dg.SkipReason(f"run {context.dagster_run.run_id}: no registered version with a baseline")
+        return dg.RunRequest(run_key=f"delta|{slug}|{context.dagster_run.run_id}", partition_key=slug)
+
+    return _follow
 
 
 def registry_sensor(domain: str) -> dg.SensorDefinition:

@@ -7,7 +7,15 @@ import dagster as dg
 import pytest
 
 from sim_pipeline import warehouse
-from sim_pipeline.defs.automation import nightly_schedule, policy_job, registry_sensor, seed_job, seed_ready_sensor
+from sim_pipeline.defs.automation import (
+    delta_follow_sensor,
+    delta_job,
+    nightly_schedule,
+    policy_job,
+    registry_sensor,
+    seed_job,
+    seed_ready_sensor,
+)
 from sim_pipeline.defs.partitions import partition_key
 from sim_pipeline.defs.resources import SimulationResource
 from sim_pipeline.registry import REGISTRY_PATH, load_registry, versions_for
@@ -80,3 +88,37 @@ def test_a_new_version_runs_after_its_seed_is_ready(automation):
         later = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
         assert [(r.job_name, r.partition_key) for r in later.run_requests] == [
             ("retail_policy_job", partition_key(versions[-1], "0"))]
+
+
+def test_the_delta_follows_a_policy_run_over_the_seeds_both_versions_have(automation):
+    defs, base = automation
+    defs = dg.Definitions(assets=defs.assets, jobs=[seed_job("retail"), policy_job("retail"), delta_job("retail")],
+                          sensors=[delta_follow_sensor("retail")], resources=defs.resources)
+    versions = versions_for(load_registry(REGISTRY_PATH), "retail")
+    candidate = next(v for v in versions if v.baseline)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("retail_policy_version", [v.slug for v in versions])
+        assert defs.resolve_job_def("retail_seed_job").execute_in_process(instance=instance, partition_key="0").success
+        sensor = defs.get_sensor_def("retail_delta_sensor")
+        runs = {}
+        for slug in (candidate.baseline, candidate.slug):
+            runs[slug] = defs.resolve_job_def("retail_policy_job").execute_in_process(
+                instance=instance, partition_key=partition_key(slug, "0"))
+            assert runs[slug].success
+        baseline_done = dg.build_run_status_sensor_context(
+            sensor_name=sensor.name, dagster_instance=instance, dagster_run=runs[candidate.baseline].dagster_run,
+            dagster_event=runs[candidate.baseline].get_run_success_event())
+        first = next(v for v in versions if v.slug == candidate.baseline)
+        if first.baseline is None:  # a first version has nothing to compare with
+            assert isinstance(sensor(baseline_done), dg.SkipReason)
+        done = dg.build_run_status_sensor_context(
+            sensor_name=sensor.name, dagster_instance=instance, dagster_run=runs[candidate.slug].dagster_run,
+            dagster_event=runs[candidate.slug].get_run_success_event())
+        request = sensor(done)
+        assert request.partition_key == candidate.slug
+        result = defs.resolve_job_def("retail_delta_job").execute_in_process(
+            instance=instance, partition_key=request.partition_key)
+        assert result.success
+        [materialization] = result.asset_materializations_for_node("retail__delta")
+        assert materialization.metadata["seeds"].value == ["0"]
+    assert warehouse.partition_path(base, "retail", "delta", policy_version=candidate.slug).exists()
