@@ -34,25 +34,9 @@ def seed_job_name(domain: str) -> str:
     return f"{domain}_seed_job"
 
 
-@cache
-def seed_job(domain: str):
-    """covering_array, world and situations of one domain for one seed."""
-    return dg.define_asset_job(seed_job_name(domain), selection=[dg.AssetKey([domain, s]) for s in SEED_STEPS],
-                               description=f"Steps 02 and 04 of '{domain}' for one seed: the covering-array plan, "
-                                           "the seeded world and the situations built from them.")
-
-
 def policy_job_name(domain: str) -> str:
     """The job that materializes one (policy_version, seed) partition of a domain's graph."""
     return f"{domain}_policy_job"
-
-
-@cache
-def policy_job(domain: str):
-    """search, rollouts, grades, cuts and scores of one domain for one partition."""
-    return dg.define_asset_job(policy_job_name(domain), selection=[dg.AssetKey([domain, s]) for s in POLICY_STEPS],
-                               description=f"Steps 03 and 05-07 of '{domain}' for one (version, seed): search, "
-                                           "rollouts, grades, cuts and scores. Needs the seed's situations.")
 
 
 def delta_job_name(domain: str) -> str:
@@ -60,12 +44,32 @@ def delta_job_name(domain: str) -> str:
     return f"{domain}_delta_job"
 
 
+def _asset_job(name: str, domain: str, steps: tuple[str, ...], description: str):
+    return dg.define_asset_job(name, selection=[dg.AssetKey([domain, s]) for s in steps], description=description)
+
+
+@cache  # one definition per domain: the sensors monitor and request the very job the Definitions hold
+def seed_job(domain: str):
+    """covering_array, world and situations of one domain for one seed."""
+    return _asset_job(seed_job_name(domain), domain, SEED_STEPS,
+                      f"Steps 02 and 04 of '{domain}' for one seed: the covering-array plan, the seeded world and "
+                      "the situations built from them.")
+
+
+@cache
+def policy_job(domain: str):
+    """search, rollouts, grades, cuts and scores of one domain for one partition."""
+    return _asset_job(policy_job_name(domain), domain, POLICY_STEPS,
+                      f"Steps 03 and 05-07 of '{domain}' for one (version, seed): search, rollouts, grades, cuts "
+                      "and scores. Needs the seed's situations.")
+
+
 @cache
 def delta_job(domain: str):
     """The delta of one domain for one policy version."""
-    return dg.define_asset_job(delta_job_name(domain), selection=[dg.AssetKey([domain, "delta"])],
-                               description=f"Step 08 of '{domain}' for one version: its held-out delta against its "
-                                           "registry baseline, over the seeds both have graded.")
+    return _asset_job(delta_job_name(domain), domain, ("delta",),
+                      f"Step 08 of '{domain}' for one version: its held-out delta against its registry baseline, "
+                      "over the seeds both have graded.")
 
 
 def nightly_schedule(domain: str) -> dg.ScheduleDefinition:

@@ -35,6 +35,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 @dataclass
 class _Limiter:
     limit: int
+    cap: int  # the most calls in flight this model may have (its max_concurrency, else the gateway's)
     in_flight: int = 0
     cond: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -166,7 +167,8 @@ class Gateway:
         # asyncio primitives belong to one event loop; a gateway may serve several asyncio.run() calls in turn.
         key = (config.name, id(asyncio.get_running_loop()))
         if key not in self._limiters:
-            self._limiters[key] = _Limiter(min(self.concurrency, config.max_concurrency or self.concurrency))
+            cap = min(self.concurrency, config.max_concurrency or self.concurrency)
+            self._limiters[key] = _Limiter(cap, cap)
         return self._limiters[key]
 
     def redact(self, text: str) -> str:
@@ -275,7 +277,7 @@ class Gateway:
             wait = delay
             try:
                 completion = await self._call(litellm, config, messages, tools, sampling, logprobs, tool_choice)
-                if limiter.limit < self.concurrency:
+                if limiter.limit < limiter.cap:
                     limiter.limit += 1  # additive increase after a success: recover from a rate limit slowly
                 return completion
             except (litellm.AuthenticationError, litellm.PermissionDeniedError) as exc:

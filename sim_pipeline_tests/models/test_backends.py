@@ -209,3 +209,27 @@ def test_each_provider_gets_only_the_parameters_it_takes(model, dropped, logprob
     if provider in ("anthropic", "mistral"):  # what the provider does not take would have failed every call
         with pytest.raises(litellm.UnsupportedParamsError):
             get_optional_params(model=name, custom_llm_provider=provider, seed=7, logprobs=True)
+
+
+def test_max_concurrency_caps_the_calls_in_flight_to_a_backend():
+    import threading
+
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+
+    def counted(request):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.1)
+        with lock:
+            state["now"] -= 1
+        return ANSWER
+
+    with ScriptedServer(counted) as server:
+        gateway = Gateway(models={"local": config(server, max_concurrency=2)}, concurrency=16)
+
+        async def burst():
+            await asyncio.gather(*(gateway.complete("local", MESSAGES, sampling=Sampling(seed=i)) for i in range(8)))
+
+        asyncio.run(burst())
+    assert len(server.requests) == 8 and state["most"] == 2
