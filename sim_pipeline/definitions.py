@@ -8,6 +8,7 @@ import dagster as dg
 
 from sim_pipeline.defs.assets import domain_assets
 from sim_pipeline.defs.automation import (
+    axes_job,
     delta_follow_sensor,
     delta_job,
     nightly_schedule,
@@ -39,7 +40,7 @@ def build_definitions(domains: list[str] | None = None, *, warehouse: str = WARE
     names = domains or domain_names()
     return dg.Definitions(
         assets=[a for name in names for a in domain_assets(name)],
-        jobs=[job for name in names for job in (seed_job(name), policy_job(name), delta_job(name))],
+        jobs=[job for name in names for job in (axes_job(name), seed_job(name), policy_job(name), delta_job(name))],
         schedules=[nightly_schedule(name) for name in names],
         sensors=[sensor for name in names
                  for sensor in (registry_sensor(name), seed_ready_sensor(name), delta_follow_sensor(name))],

@@ -39,6 +39,11 @@ def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, mon
             # The plan's first 8 situations (the search may write its own beside them, within its budget).
             assert len(set(rows["situation_id"]) & set(planned["situation_id"])) <= 8
             assert rows["sample_index"].max() <= 1
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:  # the runs, as the UI lists them
+        jobs = {run.job_name for run in instance.get_runs()}
+    assert jobs == {"retail_axes_job", "retail_seed_job", "retail_policy_job", "retail_delta_job"}
     # The same 8 situations for both versions: the delta stays paired.
     first, second = (warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=v,
                                                                    seed="0")) for v in ("agent-v1", "agent-v2"))

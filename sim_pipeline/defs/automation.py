@@ -27,6 +27,14 @@ from sim_pipeline.defs.partitions import (
 from sim_pipeline.registry import REGISTRY_PATH, load_registry, versions_for
 
 NIGHTLY_CRON = "0 2 * * *"  # 02:00, after the day's training runs have registered their versions
+# Runs `sim-pipeline run` launches carry this tag: it runs every step itself, so the sensors must not follow them.
+LAUNCHED_BY_TAG = "sim_pipeline/launched_by"
+LAUNCHED_BY_CLI = "cli"
+
+
+def axes_job_name(domain: str) -> str:
+    """The job that materializes a domain's axes."""
+    return f"{domain}_axes_job"
 
 
 def seed_job_name(domain: str) -> str:
@@ -49,6 +57,13 @@ def _asset_job(name: str, domain: str, steps: tuple[str, ...], description: str)
 
 
 @cache  # one definition per domain: the sensors monitor and request the very job the Definitions hold
+def axes_job(domain: str):
+    """The axes of one domain (unpartitioned)."""
+    return _asset_job(axes_job_name(domain), domain, ("axes",),
+                      f"Step 01 of '{domain}': the axes of what varies, from its tools and policy.")
+
+
+@cache
 def seed_job(domain: str):
     """covering_array, world and situations of one domain for one seed."""
     return _asset_job(seed_job_name(domain), domain, SEED_STEPS,
@@ -97,6 +112,8 @@ def seed_ready_sensor(domain: str) -> dg.RunStatusSensorDefinition:
                           description=f"After a successful {seed_job_name(domain)} run: the newest registered "
                                       f"version of '{domain}' on that seed (search, rollouts, grades, cuts, scores).")
     def _ready(context: dg.RunStatusSensorContext):
+        if context.dagster_run.tags.get(LAUNCHED_BY_TAG) == LAUNCHED_BY_CLI:
+            return dg.SkipReason("a `sim-pipeline run` seed run: that command runs the versions itself")
         seed = context.dagster_run.tags.get("dagster/partition")
         versions = versions_for(load_registry(REGISTRY_PATH), domain)
         if seed is None or not versions:
@@ -117,6 +134,8 @@ def delta_follow_sensor(domain: str) -> dg.RunStatusSensorDefinition:
                           description=f"After a successful {policy_job_name(domain)} run of a version with a "
                                       "baseline: that version's delta (it reads every seed both versions have).")
     def _follow(context: dg.RunStatusSensorContext):
+        if context.dagster_run.tags.get(LAUNCHED_BY_TAG) == LAUNCHED_BY_CLI:
+            return dg.SkipReason("a `sim-pipeline run` policy run: that command runs the delta itself")
         key = context.dagster_run.tags.get("dagster/partition")
         slug = split_key(key)[0] if key else None
         version = load_registry(REGISTRY_PATH).get(slug) if slug else None

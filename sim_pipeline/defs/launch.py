@@ -9,7 +9,19 @@ from typing import Any
 import dagster as dg
 
 from sim_pipeline.definitions import build_definitions
-from sim_pipeline.defs.partitions import POLICY_STEPS, SEED_STEPS, partition_key, policy_version_partitions
+from sim_pipeline.defs.automation import (
+    LAUNCHED_BY_CLI,
+    LAUNCHED_BY_TAG,
+    axes_job,
+    axes_job_name,
+    delta_job,
+    delta_job_name,
+    policy_job,
+    policy_job_name,
+    seed_job,
+    seed_job_name,
+)
+from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
 from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters; the UI has the rest
@@ -38,23 +50,21 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
     max_situations, ...) for a smaller or larger run.
     """
     defs = build_definitions([domain], warehouse=warehouse)
-    assets = list(defs.assets or [])
     resources = dict(defs.resources)
     if sizes:  # a new resource: Dagster builds a run's resources from their config, not from a pydantic copy
         current = resources["simulation"]
         resources["simulation"] = type(current)(**{**{k: getattr(current, k) for k in type(current).model_fields},
                                                    **sizes})
-
-    def key(step: str) -> dg.AssetKey:
-        return dg.AssetKey([domain, step])
-
+    # The named jobs the UI lists (not Dagster's __ephemeral_asset_job__), with this run's resources.
+    jobs = dg.Definitions(assets=list(defs.assets or []), resources=resources,
+                          jobs=[axes_job(domain), seed_job(domain), policy_job(domain), delta_job(domain)])
     outcomes = []
 
-    def run(label: str, steps: tuple[str, ...], partition: object | None) -> bool:
+    def run(label: str, job_name: str, partition: str | dg.MultiPartitionKey | None) -> bool:
         log(f"  running {label} ...")
-        result = dg.materialize(assets, selection=[key(s) for s in steps], partition_key=partition, instance=instance,
-                                resources=resources, raise_on_error=False, tags={"sim_pipeline/step": label},
-                                run_config=QUIET)
+        result = jobs.resolve_job_def(job_name).execute_in_process(
+            instance=instance, partition_key=partition, raise_on_error=False, run_config=QUIET,
+            tags={"sim_pipeline/step": label, LAUNCHED_BY_TAG: LAUNCHED_BY_CLI})
         failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         for event in result.all_events:
             if event.event_type_value == "STEP_FAILURE" and event.event_specific_data is not None:
@@ -67,14 +77,15 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
             log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")
         return result.success
 
-    run("axes", ("axes",), None)
-    if not run(f"seed {seed}: cover, world, situations", SEED_STEPS, seed):
+    run("axes", axes_job_name(domain), None)
+    if not run(f"seed {seed}: cover, world, situations", seed_job_name(domain), seed):
         # Rollouts over situations the world cannot solve (or that were never built) would only measure the world.
         log(f"  seed {seed}'s situations are not ready (see situations_solvable in the summary): no rollouts run")
         return outcomes
     for v in versions:
-        run(f"{v.slug}|{seed}: search, rollouts, grades, cuts, scores", POLICY_STEPS, partition_key(v.slug, seed))
+        run(f"{v.slug}|{seed}: search, rollouts, grades, cuts, scores", policy_job_name(domain),
+            partition_key(v.slug, seed))
     for v in versions:
         if v.baseline:
-            run(f"{v.slug}: delta vs {v.baseline}", ("delta",), v.slug)
+            run(f"{v.slug}: delta vs {v.baseline}", delta_job_name(domain), v.slug)
     return outcomes

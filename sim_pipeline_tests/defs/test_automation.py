@@ -8,6 +8,8 @@ import pytest
 
 from sim_pipeline import warehouse
 from sim_pipeline.defs.automation import (
+    LAUNCHED_BY_CLI,
+    LAUNCHED_BY_TAG,
     delta_follow_sensor,
     delta_job,
     nightly_schedule,
@@ -122,3 +124,15 @@ def test_the_delta_follows_a_policy_run_over_the_seeds_both_versions_have(automa
         [materialization] = result.asset_materializations_for_node("retail__delta")
         assert materialization.metadata["seeds"].value == ["0"]
     assert warehouse.partition_path(base, "retail", "delta", policy_version=candidate.slug).exists()
+
+
+def test_the_sensors_leave_the_runs_of_sim_pipeline_run_alone(automation):
+    defs, _ = automation
+    sensor = defs.get_sensor_def("retail_seed_ready_sensor")
+    with dg.instance_for_test() as instance:
+        seeded = defs.resolve_job_def("retail_seed_job").execute_in_process(
+            instance=instance, partition_key="0", tags={LAUNCHED_BY_TAG: LAUNCHED_BY_CLI})
+        context = dg.build_run_status_sensor_context(sensor_name=sensor.name, dagster_instance=instance,
+                                                     dagster_run=seeded.dagster_run,
+                                                     dagster_event=seeded.get_run_success_event())
+        assert isinstance(sensor(context), dg.SkipReason)  # the command runs the versions itself
