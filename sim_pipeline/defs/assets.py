@@ -62,8 +62,11 @@ def delta_for(domain: str, version: PolicyVersion, grades: pd.DataFrame,
     report = delta_report(baseline, grades, baseline_version=version.baseline, candidate_version=version.slug,
                           must_not_regress=version.must_not_regress)
     used = sorted(set(seeds) & {str(s) for s in grades["seed"].unique()})  # the seeds both versions have graded
+    # The verdicts' reasons are sentences: in the table they would make every row hundreds of pixels tall.
+    reasons = "\n".join(f"- **{r.metric}**: {r.reason}" for r in report.itertuples(index=False) if r.reason)
     return report, {"baseline": version.baseline, "seeds": dg.MetadataValue.json(used),
-                    "delta": table_metadata(report), **delta_extras(baseline, grades, version, report)}
+                    "delta": table_metadata(report.drop(columns=["reason"])), "delta_reasons": dg.MetadataValue.md(reasons),
+                    **delta_extras(baseline, grades, version, report)}
 
 
 def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -> dict[str, object]:

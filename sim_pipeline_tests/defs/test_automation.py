@@ -123,6 +123,9 @@ def test_the_delta_follows_a_policy_run_over_the_seeds_both_versions_have(automa
         assert result.success
         [materialization] = result.asset_materializations_for_node("retail__delta")
         assert materialization.metadata["seeds"].value == ["0"]
+        # The verdicts' sentences sit beside the table, not in it (they made every UI row hundreds of pixels tall).
+        assert "reason" not in [c.name for c in materialization.metadata["delta"].value.schema.columns]
+        assert "**pass@1**:" in materialization.metadata["delta_reasons"].value
     assert warehouse.partition_path(base, "retail", "delta", policy_version=candidate.slug).exists()
 
 
