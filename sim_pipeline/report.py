@@ -82,6 +82,11 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
     return VersionSummary(version.slug, p1, floor, verdict, flags, cuts, health.rollouts, health, fit)
 
 
+def _distrusted(summary: VersionSummary, version: PolicyVersion) -> bool:
+    """Whether the version's judge was graded and not trusted, with no opt-out: its cuts and delta are withheld."""
+    return summary.judge_verdict not in ("trusted", "not graded") and not version.judge_trust_opt_out
+
+
 def solvable_lines(situations: pd.DataFrame | None) -> list[str]:
     """How many planned situations the reference solution passes (world/reference.py), with failures named."""
     if situations is None or "solvable" not in situations:
@@ -145,7 +150,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         p1 = f"{s.pass_at_1[0]:.3f} [{s.pass_at_1[1]:.3f}, {s.pass_at_1[2]:.3f}]" if s.pass_at_1 else "n/a"
         if s.noop_floor is not None:
             p1 += f" (no-op floor {s.noop_floor:.3f})"
-        if s.judge_verdict not in ("trusted", "not graded") and not v.judge_trust_opt_out:
+        if _distrusted(s, v):
             cuts = f"withheld (judge trust {s.judge_verdict}: the publish gates wrote no cut)"
         else:
             cuts = ", ".join(f"{k} {n if n is not None else 'not written (see its publish_gate check)'}"
@@ -163,9 +168,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             lines.append(f"  delta {v.slug} vs {v.baseline}: withheld (rollout_health failed for {', '.join(failing)})")
             continue
         by_slug = {x.slug: x for x in versions}
-        distrusted = [slug for slug in (v.baseline, v.slug) if slug in summaries and slug in by_slug
-                      and summaries[slug].judge_verdict not in ("trusted", "not graded")
-                      and not by_slug[slug].judge_trust_opt_out]
+        distrusted = [slug for slug in (v.baseline, v.slug)
+                      if slug in summaries and slug in by_slug and _distrusted(summaries[slug], by_slug[slug])]
         if distrusted:
             lines.append(f"  delta {v.slug} vs {v.baseline}: withheld (judge trust not trusted for "
                          f"{', '.join(distrusted)}: no delta is written from untrusted grades)")

@@ -39,9 +39,8 @@ BY_VERSION = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=
 GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
 
 
-def policy_of(registry: RegistryResource, slug: str) -> Policy:
+def policy_of(v: PolicyVersion) -> Policy:
     """The rollout policy for a registered version."""
-    v = registry.version(slug)
     return Policy(v.slug, v.model, v.temperature, v.top_p, v.max_tokens, v.user_model, v.system_prompt)
 
 
@@ -50,13 +49,12 @@ def situations_of(table: pd.DataFrame) -> list[Situation]:
     return [Situation.from_row(r) for r in table.to_dict("records")]
 
 
-def delta_for(domain: str, version: PolicyVersion, grades: pd.DataFrame,
-              store: WarehouseResource) -> tuple[pd.DataFrame, dict[str, object]]:
-    """The candidate's delta against its registry baseline (whose grades are read from the warehouse)."""
+def delta_for(version: PolicyVersion, grades: pd.DataFrame, baseline: pd.DataFrame,
+              seeds: list[str]) -> tuple[pd.DataFrame, dict[str, object]]:
+    """The candidate's delta against its registry baseline (the baseline's grades and the seeds they cover)."""
     empty = pd.DataFrame(columns=list(DELTA_COLUMNS))
     if version.baseline is None:
         return empty, {"baseline": "none: a first version has nothing to compare with"}
-    baseline, seeds = store.read_versions(domain, "grades", version.baseline)
     if not len(baseline) or not len(grades):
         return empty, {"baseline": version.baseline, "note": "baseline or candidate grades are not materialized"}
     report = delta_report(baseline, grades, baseline_version=version.baseline, candidate_version=version.slug,
@@ -194,7 +192,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         # Fail before spending: every model this run and its grading will call answers, or the run stops here.
         models.check_all([entry.model, entry.user_model, entry.judge_model, simulation.writer_model])
         search, rows, reason = asyncio.run(simulate(
-            situations_of(situations), policy_of(registry, version), domain=domain, state=state_from_table(world),
+            situations_of(situations), policy_of(entry), domain=domain, state=state_from_table(world),
             gateway=models, settings=simulation.settings()))
         yield dg.Output(search, output_name="search", metadata=search_metadata(search, rows, reason))
         fit = domain_fit(domain, rows, pd.concat([situations, search], ignore_index=True))
@@ -253,15 +251,17 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
               grades: pd.DataFrame):
         version = registry.version(context.partition_key)
         sides = [(version, grades)]
-        if version.baseline:
-            sides.append((registry.version(version.baseline), store.read_versions(name, "grades", version.baseline)[0]))
+        baseline, seeds = pd.DataFrame(), []
+        if version.baseline:  # read once: for the trust gate and for the delta
+            baseline, seeds = store.read_versions(name, "grades", version.baseline)
+            sides.append((registry.version(version.baseline), baseline))
         withheld = [f"judge trust of {v.slug} seed {seed} is not trusted"
                     for v, table in sides for seed in checks.untrusted_seeds(table, v)]
         if withheld:  # gate before write: no delta from grades nobody may trust, and no earlier one left standing
             store.remove_one(name, "delta", policy_version=version.slug)
             yield checks.withheld_delta_result(withheld)
             return
-        report, meta = delta_for(name, version, grades, store)
+        report, meta = delta_for(version, grades, baseline, seeds)
         yield dg.Output(report, metadata=meta)
         yield checks.must_not_regress_result(report, version)
 

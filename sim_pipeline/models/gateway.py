@@ -11,6 +11,7 @@ and records usage, cost and latency. API keys are passed to litellm per call and
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import time
@@ -66,6 +67,21 @@ def _reachable(config: ModelConfig) -> None:
                              "registry's models: entry") from None
 
 
+@functools.cache
+def _supported_params(model: str) -> frozenset[str] | None:
+    """The request parameters litellm says a model's provider takes (None: a provider it cannot place).
+
+    Looked up once per model string: it is the same for every call, and calls are the gateway's hot path.
+    """
+    litellm = _litellm()
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+        supported = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
+    except Exception:  # noqa: BLE001 -- a provider litellm cannot place: send everything, let it answer
+        return None
+    return frozenset(supported) if supported is not None else None
+
+
 def request_params(config: ModelConfig, sampling: Sampling, tools: list[dict[str, Any]] | None,
                    tool_choice: dict[str, Any] | None, logprobs: bool) -> tuple[dict[str, Any], list[str]]:
     """The provider parameters of one request, and those left out because the provider does not take them.
@@ -74,18 +90,13 @@ def request_params(config: ModelConfig, sampling: Sampling, tools: list[dict[str
     `logprobs`, Mistral no `logprobs`. Logprobs are asked for in `auto` mode only where supported, always in `on`
     mode, never in `off`; a provider litellm does not know gets every parameter.
     """
-    litellm = _litellm()
     wanted: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
                               "max_tokens": sampling.max_tokens, "seed": sampling.seed, **config.params}
     if tools:
         wanted["tools"] = tools
         if tool_choice is not None:
             wanted["tool_choice"] = tool_choice
-    try:
-        provider = litellm.get_llm_provider(config.model)[1]
-        supported = litellm.get_supported_openai_params(model=config.model, custom_llm_provider=provider)
-    except Exception:  # noqa: BLE001 -- a provider litellm cannot place: send everything, let it answer
-        supported = None
+    supported = _supported_params(config.model)
     if logprobs and (config.logprobs == "on" or config.logprobs == "auto" and
                      (supported is None or "logprobs" in supported)):
         wanted["logprobs"] = True
@@ -229,10 +240,10 @@ class Gateway:
                 raise ModelCallError(f"model '{model}': no embedded model of that name. Fix: use one of "
                                      f"{sim_models.sim_model_names()} or a litellm model string")
         elif not model.startswith(CALLABLE_PREFIX):
-            self.api_key(config)  # a named key variable must be set
+            key = self.api_key(config)  # raises when a named key variable is not set
             if config.api_base:
                 _reachable(config)
-            elif not config.api_key_env and self.api_key(config) is None:
+            elif key is None:
                 try:
                     missing = _litellm().validate_environment(model=model).get("missing_keys") or []
                 except Exception:  # noqa: BLE001 -- a provider litellm cannot check: its first call will tell
