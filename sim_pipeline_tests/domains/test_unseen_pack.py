@@ -76,3 +76,24 @@ def test_an_agent_with_its_own_wording_changes_the_guests(hotel, http_agent):
         server.stop()
         labels.append(rows["oracle_reward"].iloc[0])
     assert labels == [1.0, 0.0]
+
+
+def test_the_rl_environment_grades_a_training_episode_in_this_pack(hotel):
+    """The GRPO environment on a pack nobody here wrote: camelCase tool methods, a list of guest objects as an
+    argument, the model's own wording; the right guests earn 1.0, someone else's 0.0."""
+    from sim_pipeline.rollout.environment import environment_class, sandbox_reward
+
+    state = build_state(hotel, 0)
+    s = build_situation(hotel, state, {"tool": "changeGuests", "rule": "unspecified", "stance": "ordinary",
+                                       "world_state": "entity_exists", "tool_condition": "success",
+                                       "history": "fresh"}, seed=0)
+    env_class = environment_class(hotel, gateway=Gateway(fast_path=True))
+    rewards = []
+    for guests in (s.facts["guests"], [{"fullName": "Someone Else", "age": 40}]):
+        env = env_class()
+        env.reset(situation=json.dumps(s.to_row()), phrasing_index=0)
+        answer = json.loads(env.changeGuests(bookingId=s.entity_id, guests=guests))
+        assert answer["status"] == "updated"  # the world applied both changes: only the oracle tells them apart
+        closing = [{"role": "assistant", "content": "Sorted 👍 the guest list on your reservation is updated."}]
+        rewards += sandbox_reward([closing], [env])
+    assert rewards == [1.0, 0.0]
