@@ -7,9 +7,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import SimPipelineError
+
+if TYPE_CHECKING:
+    from sim_pipeline.registry import PolicyVersion
 
 INSTANCE_CONFIG = """# Written by sim-pipeline: a local instance (sqlite storage under this directory).
 run_monitoring:
@@ -31,25 +35,32 @@ def _instance():
     return dg.DagsterInstance.get()
 
 
+def _chosen_versions(domain: str, asked_items: list[str] | None) -> list[PolicyVersion]:
+    """The domain's registry versions, or those asked for ('a,b' or 'a b'); unknown ones are a clear error."""
+    from sim_pipeline.registry import load_registry, versions_for
+
+    versions = versions_for(load_registry(), domain)
+    asked = [slug for item in asked_items or [] for slug in item.split(",") if slug]
+    if asked:
+        unknown = sorted(set(asked) - {v.slug for v in versions})
+        if unknown:
+            raise SimPipelineError(f"versions {unknown} do not serve domain '{domain}'. Fix: use some of "
+                                   f"{[v.slug for v in versions]}")
+        versions = [v for v in versions if v.slug in asked]
+    if not versions:
+        raise SimPipelineError(f"no policy version serves domain '{domain}'. Fix: add one to data/policies.yaml")
+    return versions
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Materialize every step for one seed and the domain's versions, then print the summary."""
     from sim_pipeline.defs.launch import materialize_domain, sync_partitions
     from sim_pipeline.domain import load_domain
     from sim_pipeline.models.confusable import confusable_pairs
-    from sim_pipeline.registry import load_registry, versions_for
     from sim_pipeline.report import render
 
     domain = load_domain(args.domain)  # a bad pack fails here, with its message, before any run starts
-    versions = versions_for(load_registry(), args.domain)
-    asked = [slug for item in args.versions or [] for slug in item.split(",") if slug]
-    if asked:
-        unknown = sorted(set(asked) - {v.slug for v in versions})
-        if unknown:
-            raise SimPipelineError(f"versions {unknown} do not serve domain '{args.domain}'. Fix: use some of "
-                                   f"{[v.slug for v in versions]}")
-        versions = [v for v in versions if v.slug in asked]
-    if not versions:
-        raise SimPipelineError(f"no policy version serves domain '{args.domain}'. Fix: add one to data/policies.yaml")
+    versions = _chosen_versions(args.domain, args.versions)
     if any(v.model.startswith("sim/") for v in versions):  # only the embedded agent picks tools by word overlap
         for pair in confusable_pairs(domain):
             print(f"warning: {pair.sentence}", file=sys.stderr)
@@ -76,6 +87,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     if failed:
         print(f"\n{len(failed)} run(s) did not fully succeed: {failed}")
     return 0 if not failed or args.allow_failed_checks else 1
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """Launch one Dagster asset backfill over versions x seeds; with --wait, follow it to the end."""
+    from sim_pipeline.defs.backfill import (
+        daemon_running,
+        launch_backfill,
+        parse_seeds,
+        plan_backfill,
+        wait_for_backfill,
+    )
+    from sim_pipeline.defs.launch import sync_partitions
+    from sim_pipeline.domain import load_domain
+
+    load_domain(args.domain)  # a bad pack fails here, before anything is queued
+    versions = _chosen_versions(args.domain, args.versions)
+    plan = plan_backfill(args.domain, versions, parse_seeds(args.seeds))
+    slugs = {v.slug for v in versions}
+    for v in versions:
+        if v.baseline and v.baseline not in slugs:
+            print(f"note: {v.slug}'s baseline {v.baseline} is not in this backfill; its delta uses the grades "
+                  f"{v.baseline} already has")
+    instance = _instance()
+    sync_partitions(instance, [args.domain])
+    backfill_id = launch_backfill(instance, args.domain, plan)
+    print(f"backfill {backfill_id} requested: {plan.title} ({len(plan.targets)} asset partitions)")
+    print(f"  UI: http://127.0.0.1:3000/runs/b/{backfill_id} (Overview > Backfills in `make dev`)")
+    if not daemon_running(instance) and not args.wait:
+        print("  no backfill daemon is running on this instance: `make dev` starts one (the UI and its daemon), "
+              "and it will pick this backfill up")
+    if not args.wait:
+        return 0
+    if not daemon_running(instance):
+        raise SimPipelineError(f"--wait: no daemon would ever finish backfill {backfill_id}. Fix: start `make dev`, "
+                               "then wait again, or follow it in the UI; it stays queued until a daemon runs it")
+    return 0 if wait_for_backfill(instance, backfill_id).succeeded else 1
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
@@ -182,6 +229,16 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                      help="Parquet base path to read the cuts from (default data/warehouse)")
     exp.set_defaults(fn=cmd_export)
+    back = verbs.add_parser("backfill", help="launch one Dagster asset backfill over versions x seeds (the daemon "
+                                             "of `make dev` runs it; it shows under Overview > Backfills)")
+    back.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
+    back.add_argument("--versions", nargs="*", help="registry versions, e.g. agent-v1,agent-v2 (default: all of the "
+                                                    "domain)")
+    back.add_argument("--seeds", default=f"{defaults.SEEDS[0]}-{defaults.SEEDS[-1]}",
+                      help="seed partitions: a range 0-7 or a list 0,1 (default: all)")
+    back.add_argument("--wait", action="store_true",
+                      help="follow the backfill until it ends (needs the daemon running); exit 1 unless it succeeded")
+    back.set_defaults(fn=cmd_backfill)
     pol = verbs.add_parser("policies", help="the policy registry (data/policies.yaml)")
     pol.add_argument("action", choices=["list", "sync"], help="list versions, or register them as partitions")
     pol.set_defaults(fn=cmd_policies)

@@ -11,7 +11,7 @@ from sim_pipeline import cover, warehouse
 from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.domain import load_domain
-from sim_pipeline.grade.judge_trust import judge_trust_report
+from sim_pipeline.grade.judge_trust import recorded_trust
 from sim_pipeline.measure.passat import NOOP_FLOOR
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
@@ -68,8 +68,7 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
         floor = float(floors.iloc[0]) if len(floors) else None
     verdict, flags = "not graded", ()
     if grades is not None and len(grades):
-        report = judge_trust_report(grades, policy_model=version.agent_backend, judge_model=version.judge_backend)
-        verdict, flags = report.verdict, tuple(f"{f.name}: {f.sentence}" for f in report.flags)
+        verdict, flags = recorded_trust(grades, policy_model=version.agent_backend, judge_model=version.judge_backend)
     cuts = {name: (len(t) if (t := _read(base, domain, name, **parts)) is not None else None) for name in CUTS}
     health = rollout_health(rollouts if rollouts is not None else pd.DataFrame())
     fit = None

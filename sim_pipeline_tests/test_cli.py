@@ -48,3 +48,26 @@ def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, mon
     first, second = (warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=v,
                                                                    seed="0")) for v in ("agent-v1", "agent-v2"))
     assert set(first["situation_id"]) == set(second["situation_id"])
+
+
+def test_backfill_queues_one_asset_backfill_in_the_instance_and_says_who_runs_it(tmp_path, monkeypatch, capsys):
+    import dagster as dg
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main(["backfill", "--domain", "retail", "--versions", "agent-v2", "--seeds", "0-1"]) == 0
+    out = capsys.readouterr().out
+    assert "agent-v2's baseline agent-v1 is not in this backfill" in out
+    assert "no backfill daemon is running" in out and "make dev" in out
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        [backfill] = instance.get_backfills()
+        assert backfill.title == "retail: agent-v2 x seeds 0-1" and backfill.backfill_id in out
+        assert backfill.is_asset_backfill and dg.AssetKey(["retail", "delta"]) in backfill.asset_selection
+    # --wait with no daemon would wait forever: a clear error instead (the backfill stays queued for `make dev`)
+    assert main(["backfill", "--versions", "agent-v1", "--seeds", "0", "--wait"]) == 2
+    assert "no daemon would ever finish" in capsys.readouterr().err
+
+
+def test_backfill_refuses_a_seed_that_is_not_a_partition(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main(["backfill", "--seeds", "0-9"]) == 2
+    assert "--seeds '0-9'" in capsys.readouterr().err and not (tmp_path / "dagster_home").exists()

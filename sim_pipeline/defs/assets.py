@@ -3,6 +3,9 @@
 
 import asyncio
 import time
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import dagster as dg
 import pandas as pd
@@ -23,6 +26,7 @@ from sim_pipeline.defs.resources import (
 )
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.grading import grade_rollouts
+from sim_pipeline.grade.judge_trust import with_recorded_trust
 from sim_pipeline.measure.delta import DELTA_COLUMNS, delta_report
 from sim_pipeline.measure.passat import SCORE_COLUMNS, noop_floor_row, score_table
 from sim_pipeline.registry import PolicyVersion
@@ -34,8 +38,8 @@ from sim_pipeline.search.situations import build_situations
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state, state_from_table, state_table
 
+T = TypeVar("T")
 BY_SEED = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="seed")
-BY_VERSION = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="policy_version")
 GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
 
 
@@ -47,6 +51,24 @@ def policy_of(v: PolicyVersion) -> Policy:
 def situations_of(table: pd.DataFrame) -> list[Situation]:
     """The situations table as objects."""
     return [Situation.from_row(r) for r in table.to_dict("records")]
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run, also where this thread already runs an event loop (a notebook, or a run launched in-process
+    by the backfill daemon): then the coroutine gets its own loop in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(asyncio.run, coroutine).result()
+
+
+def versions_of(grades: pd.DataFrame, slug: str | None) -> pd.DataFrame:
+    """The rows one policy version graded (none for no version)."""
+    if slug is None or not len(grades):
+        return pd.DataFrame()
+    return grades[grades["policy_version"] == slug].reset_index(drop=True)
 
 
 def delta_for(version: PolicyVersion, grades: pd.DataFrame, baseline: pd.DataFrame,
@@ -150,7 +172,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
                                           "seconds": round(time.perf_counter() - started, 3)})
 
     @dg.asset(key=key("world"), group_name=group, partitions_def=SEED,
-              description="Step 04. The seeded world: entity tables drawn from the domain's schemas (one JSON record each).")
+              description="Step 03. The seeded world: entity tables drawn from the domain's schemas (one JSON record each).")
     def world(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
         table = state_table(build_state(domain, int(context.partition_key)))
         return dg.Output(table, metadata={"entities": dg.MetadataValue.json(table["entity"].value_counts().to_dict())})
@@ -159,7 +181,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
               ins={"covering_array": dg.AssetIn(key("covering_array")), "world": dg.AssetIn(key("world"))},
               check_specs=[dg.AssetCheckSpec(checks.SITUATIONS_SOLVABLE, asset=key("situations"), partitions_def=SEED,
                                              blocking=True, description=checks.SITUATIONS_SOLVABLE_DESCRIPTION)],
-              description=("Cells made concrete: entity, hidden facts, goal, world setup, phrasings; held-out/train "
+              description=("Step 03. Situations: cells made concrete: entity, hidden facts, goal, world setup, phrasings; held-out/train "
                            "split; each replayed with its reference solution (solvable, reference, reference_calls)."))
     def situations(context: dg.AssetExecutionContext, simulation: SimulationResource, covering_array: pd.DataFrame,
                    world: pd.DataFrame):
@@ -172,7 +194,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
     @dg.multi_asset(
         name=f"{name}_search_and_rollouts", group_name=group, partitions_def=multi,
         outs={"search": dg.AssetOut(key=key("search"), description=(
-                  "Step 03. Which train situations the search drew, per batch: arm, weight at the draw, yield.")),
+                  "Step 04. Which train situations the search drew, per batch: arm, weight at the draw, yield.")),
               "rollouts": dg.AssetOut(key=key("rollouts"), description=(
                   "Step 05. Held-out eval rollouts (k samples) and search rollouts, with logprobs and provenance."))},
         ins={"situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED),
@@ -191,7 +213,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         models, entry = gateway.gateway(registry.models()), registry.version(version)
         # Fail before spending: every model this run and its grading will call answers, or the run stops here.
         models.check_all([entry.model, entry.user_model, entry.judge_model, simulation.writer_model])
-        search, rows, reason = asyncio.run(simulate(
+        search, rows, reason = run_async(simulate(
             situations_of(situations), policy_of(entry), domain=domain, state=state_from_table(world),
             gateway=models, settings=simulation.settings()))
         yield dg.Output(search, output_name="search", metadata=search_metadata(search, rows, reason))
@@ -213,17 +235,19 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         version = registry.version(split_key(context.partition_key)[0])
         # The grid's situations plus those the search wrote itself (variants, probes, mutations).
         by_id = {s.situation_id: s for s in situations_of(situations) + situations_of(search)}
-        table = asyncio.run(grade_rollouts(rollouts, by_id, domain=domain, judge_model=version.judge_model,
+        table = run_async(grade_rollouts(rollouts, by_id, domain=domain, judge_model=version.judge_model,
                                            gateway=gateway.gateway(registry.models())))
+        report = checks.trust_report(table, version)  # once per partition: recorded in the table for every reader
+        table = with_recorded_trust(table, report)
         yield dg.Output(table, metadata=checks.grade_metadata(table))
-        yield checks.judge_trust_result(table, version)
+        yield checks.judge_trust_result(report, version)
 
     cut_assets = [cut_asset(name, step, domain, multi, GATED) for step in CUTS]
 
     @dg.asset(key=key("scores"), group_name=group, partitions_def=multi,
               ins={"grades": dg.AssetIn(key("grades")), "rollouts": dg.AssetIn(key("rollouts")),
                    "situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED)},
-              description=("pass@1, pass^k and pass@k on held-out tasks (graded rows only), with bootstrap intervals "
+              description=("Step 08. pass@1, pass^k and pass@k on held-out tasks (graded rows only), with bootstrap intervals "
                            "over tasks, and the no-op floor: the pass@1 of an agent that never calls a tool; pass@k "
                            "curves and a reward-hack scan in the metadata."))
     def scores(grades: pd.DataFrame, rollouts: pd.DataFrame, situations: pd.DataFrame) -> dg.Output[pd.DataFrame]:
@@ -238,7 +262,9 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
 
     @dg.asset(key=key("delta"), group_name=group, partitions_def=policy_version_partitions(name),
               output_required=False,  # withheld when a judge is not trusted
-              ins={"grades": dg.AssetIn(key("grades"), partition_mapping=BY_VERSION,
+              # Every version's grades, declared: a version's delta needs its own and its baseline's, and the
+              # graph must say so, or a backfill could run the delta before the baseline's grades exist.
+              ins={"grades": dg.AssetIn(key("grades"), partition_mapping=dg.AllPartitionMapping(),
                                         metadata={READS_AVAILABLE_PARTITIONS: True})},
               check_specs=[dg.AssetCheckSpec(checks.MUST_NOT_REGRESS, asset=key("delta"), blocking=True,
                                              partitions_def=policy_version_partitions(name),
@@ -250,10 +276,10 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
     def delta(context: dg.AssetExecutionContext, registry: RegistryResource, store: WarehouseResource,
               grades: pd.DataFrame):
         version = registry.version(context.partition_key)
-        sides = [(version, grades)]
-        baseline, seeds = pd.DataFrame(), []
-        if version.baseline:  # read once: for the trust gate and for the delta
-            baseline, seeds = store.read_versions(name, "grades", version.baseline)
+        own, baseline = versions_of(grades, version.slug), versions_of(grades, version.baseline)
+        seeds = sorted({str(s) for s in baseline["seed"].unique()}) if len(baseline) else []
+        sides = [(version, own)]
+        if version.baseline:
             sides.append((registry.version(version.baseline), baseline))
         withheld = [f"judge trust of {v.slug} seed {seed} is not trusted"
                     for v, table in sides for seed in checks.untrusted_seeds(table, v)]
@@ -261,7 +287,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
             store.remove_one(name, "delta", policy_version=version.slug)
             yield checks.withheld_delta_result(withheld)
             return
-        report, meta = delta_for(version, grades, baseline, seeds)
+        report, meta = delta_for(version, own, baseline, seeds)
         yield dg.Output(report, metadata=meta)
         yield checks.must_not_regress_result(report, version)
 

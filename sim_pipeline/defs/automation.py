@@ -67,7 +67,7 @@ def axes_job(domain: str):
 def seed_job(domain: str):
     """covering_array, world and situations of one domain for one seed."""
     return _asset_job(seed_job_name(domain), domain, SEED_STEPS,
-                      f"Steps 02 and 04 of '{domain}' for one seed: the covering-array plan, the seeded world and "
+                      f"Steps 02 and 03 of '{domain}' for one seed: the covering-array plan, the seeded world and "
                       "the situations built from them.")
 
 
@@ -75,7 +75,7 @@ def seed_job(domain: str):
 def policy_job(domain: str):
     """search, rollouts, grades, cuts and scores of one domain for one partition."""
     return _asset_job(policy_job_name(domain), domain, POLICY_STEPS,
-                      f"Steps 03 and 05-07 of '{domain}' for one (version, seed): search, rollouts, grades, cuts "
+                      f"Steps 04-08 of '{domain}' for one (version, seed): search, rollouts, grades, cuts "
                       "and scores. Needs the seed's situations.")
 
 

@@ -7,7 +7,13 @@ import pandas as pd
 
 from sim_pipeline.cut.publish_gate import GateResult
 from sim_pipeline.defs.metadata import table_metadata
-from sim_pipeline.grade.judge_trust import JudgeTrustReport, judge_trust_report, report_tables
+from sim_pipeline.grade.judge_trust import (
+    JudgeTrustReport,
+    flag_lines,
+    judge_trust_report,
+    recorded_trust,
+    report_tables,
+)
 from sim_pipeline.measure.delta import must_not_regress_failures
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import rollout_health, tool_error_shares
@@ -116,12 +122,17 @@ def trust_report(grades: pd.DataFrame, version: PolicyVersion) -> JudgeTrustRepo
     return judge_trust_report(grades, policy_model=version.agent_backend, judge_model=version.judge_backend)
 
 
+def recorded_verdict(grades: pd.DataFrame, version: PolicyVersion) -> str:
+    """The judge-trust verdict the grades step recorded for one partition."""
+    return recorded_trust(grades, policy_model=version.agent_backend, judge_model=version.judge_backend)[0]
+
+
 def untrusted_seeds(grades: pd.DataFrame, version: PolicyVersion) -> list[str]:
-    """The seeds of a version's grades whose judge is not trusted (none when the version opted out)."""
+    """The seeds of a version's grades whose recorded verdict is not trusted (none when the version opted out)."""
     if version.judge_trust_opt_out or not len(grades):
         return []
     return [str(seed) for seed, part in grades.groupby("seed", sort=True)
-            if trust_report(part, version).verdict != "trusted"]
+            if recorded_verdict(part, version) != "trusted"]
 
 
 def withheld_delta_result(reasons: list[str]) -> dg.AssetCheckResult:
@@ -131,9 +142,8 @@ def withheld_delta_result(reasons: list[str]) -> dg.AssetCheckResult:
                                metadata={"withheld": dg.MetadataValue.json(reasons)})
 
 
-def judge_trust_result(grades: pd.DataFrame, version: PolicyVersion) -> dg.AssetCheckResult:
+def judge_trust_result(report: JudgeTrustReport, version: PolicyVersion) -> dg.AssetCheckResult:
     """The blocking judge-trust check: fails unless the verdict is `trusted` (or the version opted out)."""
-    report = trust_report(grades, version)
     tables = report_tables(report)
     passed = report.verdict == "trusted" or version.judge_trust_opt_out
     return dg.AssetCheckResult(
@@ -143,7 +153,7 @@ def judge_trust_result(grades: pd.DataFrame, version: PolicyVersion) -> dg.Asset
         metadata={"verdict": report.verdict, "opt_out": version.judge_trust_opt_out,
                   "needed_more_gold": report.needed_more_gold,
                   "metrics": dg.MetadataValue.json(jsonable(report.metrics)),
-                  "flags": dg.MetadataValue.json([f"{f.name}: {f.sentence}" for f in report.flags]),
+                  "flags": dg.MetadataValue.json(flag_lines(report)),
                   "notes": dg.MetadataValue.json(list(report.notes)),
                   **{f"table_{k}": table_metadata(v) for k, v in tables.items()}},
     )

@@ -40,7 +40,7 @@ def cut_asset(domain_name: str, step: str, domain: Domain, partitions: dg.MultiP
              rollouts: pd.DataFrame, grades: pd.DataFrame):
         slug, seed = split_key(context.partition_key)
         version = registry.version(slug)
-        trusted = checks.trust_report(grades, version).verdict == "trusted"
+        trusted = checks.recorded_verdict(grades, version) == "trusted"  # the verdict the judge_trust check gave
         cut = build_cut(step, rollouts, grades, tools=domain.tool_schemas, judge_trusted=trusted,
                         opt_out=version.judge_trust_opt_out)
         if cut.gate.passed:

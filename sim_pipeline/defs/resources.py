@@ -83,14 +83,6 @@ class WarehouseResource(dg.ConfigurableResource):
         path.unlink()
         return True
 
-    def read_versions(self, domain: str, asset: str, policy_version: str) -> tuple[pd.DataFrame, list[str]]:
-        """Every seed's partition of one version; also the seeds found."""
-        paths = [warehouse.partition_path(self.base_path, domain, asset, policy_version=policy_version, seed=s)
-                 for s in defaults.SEEDS]
-        frame, missing = warehouse.read_partitions(paths)
-        found = [s for s, p in zip(defaults.SEEDS, paths) if str(p) not in missing]
-        return frame, found
-
 
 class SimulationResource(dg.ConfigurableResource):
     """Run sizes: a mode preset (explore, sft, rl, adaptive) with optional overrides, k for held-out tasks, budget."""

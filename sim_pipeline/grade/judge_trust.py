@@ -6,6 +6,7 @@ them. The report blocks downstream steps when the verdict is not 'trusted' (REFE
 """
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -356,3 +357,30 @@ def _check_family(policy_model: str | None, judge_model: str | None) -> CheckRes
 def _gap(a: np.ndarray, b: np.ndarray) -> float:
     """Absolute difference of two agreement rates; NaN when either group is empty."""
     return abs(float(a.mean()) - float(b.mean())) if a.size and b.size else _NAN
+
+
+# The grades step records its partition's verdict in these columns (the same value on every row, which Parquet
+# stores once), so the cut gates, the delta and the summary read the one verdict the blocking check reported.
+TRUST_VERDICT_COLUMN = "judge_trust"
+TRUST_FLAGS_COLUMN = "judge_trust_flags"  # JSON list of "name: sentence"
+
+
+def flag_lines(report: JudgeTrustReport) -> list[str]:
+    """Each flag as one 'name: sentence' line."""
+    return [f"{f.name}: {f.sentence}" for f in report.flags]
+
+
+def with_recorded_trust(grades: pd.DataFrame, report: JudgeTrustReport) -> pd.DataFrame:
+    """The grades table with its partition's verdict and flags recorded on every row."""
+    return grades.assign(**{TRUST_VERDICT_COLUMN: report.verdict,
+                            TRUST_FLAGS_COLUMN: json.dumps(flag_lines(report))})
+
+
+def recorded_trust(grades: pd.DataFrame, *, policy_model: str | None,
+                   judge_model: str | None) -> tuple[str, tuple[str, ...]]:
+    """The verdict and flags the grades step recorded for one partition's table; computed afresh only for a table
+    written before the grades step recorded them."""
+    if TRUST_VERDICT_COLUMN in grades.columns and len(grades):
+        return str(grades[TRUST_VERDICT_COLUMN].iloc[0]), tuple(json.loads(grades[TRUST_FLAGS_COLUMN].iloc[0]))
+    report = judge_trust_report(grades, policy_model=policy_model, judge_model=judge_model)
+    return report.verdict, tuple(flag_lines(report))

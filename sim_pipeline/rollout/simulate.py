@@ -1,4 +1,4 @@
-"""Steps 03+05 together: held-out eval rollouts (k samples) and the search loop over train situations."""
+"""Steps 04+05 together: held-out eval rollouts (k samples) and the search loop over train situations."""
 
 from __future__ import annotations
 

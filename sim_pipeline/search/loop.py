@@ -1,4 +1,4 @@
-"""Step 03: the search loop. Each batch draws situations from five arms in proportion to their weights, runs them,
+"""Step 04: the search loop. Each batch draws situations from five arms in proportion to their weights, runs them,
 credits each arm with the behaviour signatures and grid cells it found first, and moves the weights toward the arms
 that keep finding new behaviour. It stops on budget, time, saturation, or when every planned cell is filled.
 """

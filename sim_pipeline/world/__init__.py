@@ -1,4 +1,4 @@
-"""Step 04, the sandbox world: tools answer from seeded, per-entity state; faults hit one tool; an oracle labels.
+"""Step 03, the sandbox world: tools answer from seeded, per-entity state; faults hit one tool; an oracle labels.
 
 Modules: `sandbox` (Sandbox, Event, statuses), `reads` (its read side), `arguments` (rejections, compiled
 validators), `faults`, `setup` (WorldSetup, Fault), `state` (seeded tables, the `world` asset's table), `values`

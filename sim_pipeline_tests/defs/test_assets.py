@@ -98,6 +98,23 @@ def test_a_cut_its_gate_refuses_writes_nothing_and_removes_the_earlier_file(smal
     assert ("retail", "sft") not in materialized(result) and not sft.exists()
 
 
+def test_the_grades_step_records_its_verdict_once_and_the_cuts_obey_that_record(small_defs, instance):
+    assets, resources, base = small_defs
+    run(assets, resources, instance, ["axes"], None)
+    run(assets, resources, instance, SEED_STEPS[1:], "0")
+    key = partition_key("agent-v1", "0")
+    result = run(assets, resources, instance, ["search", "rollouts", "grades"], key)
+    assert check_results(result)[(("retail", "grades"), "judge_trust")] is True
+    path = warehouse.partition_path(base, "retail", "grades", policy_version="agent-v1", seed="0")
+    grades = warehouse.read_table(path)
+    assert set(grades["judge_trust"]) == {"trusted"} and set(grades["judge_trust_flags"]) == {"[]"}
+    # The record is what the gate reads: marked untrusted, the very same grades give no cut.
+    warehouse.write_table(path, grades.assign(judge_trust="untrusted", judge_trust_flags='["leak: made up"]'))
+    refused = run(assets, resources, instance, ["sft"], key)
+    assert check_results(refused)[(("retail", "sft"), "publish_gate")] is False
+    assert not warehouse.partition_path(base, "retail", "sft", policy_version="agent-v1", seed="0").exists()
+
+
 def test_same_seed_gives_same_rollout_bytes(small_defs, instance, tmp_path):
     assets, resources, base = small_defs
     run(assets, resources, instance, ["axes"], None)
