@@ -15,13 +15,7 @@ from sim_pipeline.errors import SimPipelineError
 if TYPE_CHECKING:
     from sim_pipeline.registry import PolicyVersion
 
-INSTANCE_CONFIG = """# Written by sim-pipeline: a local instance (sqlite storage under this directory).
-run_monitoring:
-  enabled: true
-  free_slots_after_run_end_seconds: 300  # a cancelled run must not hold a pool slot forever
-telemetry:
-  enabled: false  # no usage reporting, and no banner in the middle of `make run`
-"""
+INSTANCE_CONFIG = Path(__file__).parent / "defs" / "dagster.yaml"  # the project's local instance settings
 
 
 def _instance():
@@ -31,8 +25,13 @@ def _instance():
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text(INSTANCE_CONFIG)
-    return dg.DagsterInstance.get()
+        config.write_text(INSTANCE_CONFIG.read_text())
+    instance = dg.DagsterInstance.get()
+    from sim_pipeline.defs.launch import fail_orphaned_runs
+
+    for line in fail_orphaned_runs(instance):
+        print(f"note: {line}", file=sys.stderr)
+    return instance
 
 
 def _chosen_versions(domain: str, asked_items: list[str] | None) -> list[PolicyVersion]:
@@ -54,7 +53,7 @@ def _chosen_versions(domain: str, asked_items: list[str] | None) -> list[PolicyV
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Materialize every step for one seed and the domain's versions, then print the summary."""
-    from sim_pipeline.defs.launch import materialize_domain, sync_partitions
+    from sim_pipeline.defs.launch import made_by, materialize_domain, sync_partitions
     from sim_pipeline.domain import load_domain
     from sim_pipeline.models.confusable import confusable_pairs
     from sim_pipeline.report import render
@@ -80,10 +79,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         print(f"Materializing domain '{args.domain}' seed {seed} for {[v.slug for v in versions]} "
               f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
-        outcomes += materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes)
+        ran = materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes)
+        outcomes += ran
         print()
-        print(render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started))
-    failed = [label for label, ok in outcomes if not ok]
+        print(render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
+                     made_by=made_by(instance, args.domain, seed, versions, {o.run_id for o in ran})))
+    failed = [o.label for o in outcomes if not o.success]
     if failed:
         print(f"\n{len(failed)} run(s) did not fully succeed: {failed}")
     return 0 if not failed or args.allow_failed_checks else 1
@@ -147,7 +148,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sim_pipeline.registry import load_registry, versions_for
     from sim_pipeline.report import render
 
-    print(render(args.warehouse, args.domain, args.seed, versions_for(load_registry(), args.domain)))
+    from sim_pipeline.defs.launch import made_by
+
+    versions = versions_for(load_registry(), args.domain)
+    print(render(args.warehouse, args.domain, args.seed, versions,
+                 made_by=made_by(_instance(), args.domain, args.seed, versions)))
     return 0
 
 

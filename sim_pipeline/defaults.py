@@ -242,6 +242,9 @@ HACK_SCAN_FLOOR_QUANTILE = 0.95  # REFERENCE 8: the floor is the 95th percentile
 PASS_CURVE_RESAMPLES = 2_000  # bands on a plot, not a verdict: REFERENCE 8's minimum of 2000 resamples suffices
 PLOT_SIZE_INCHES: tuple[float, float] = (6.4, 4.0)  # matplotlib's default width; shorter so two plots fit one screen
 PLOT_DPI = 100  # 640 x 400 px PNG: readable in the Dagster UI, ~30 KB of base64 metadata per plot
+INLINE_MARKDOWN_LIMIT = 999  # the Dagster UI renders Markdown metadata shorter than 1,000 characters inline, longer behind a button
+INLINE_CHART_WIDTH = 15  # cells of an inline interval strip: odd puts zero on a cell; fits the UI's value column
+INLINE_BAR_WIDTH = 10  # cells of an inline rate bar: one cell per 0.1
 CI_LEVEL = 0.95  # two-sided confidence level of every interval we report (REFERENCE section 8)
 BOOTSTRAP_RESAMPLES = 10_000  # REFERENCE 8: >= 2000 needed, 10000 preferred (percentile MC error ~0.002 of a rate)
 PERMUTATION_RESAMPLES = 10_000  # random sign flips when exact enumeration is too large; p resolution 1e-4

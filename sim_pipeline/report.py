@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,8 +127,15 @@ def fit_table(summaries: list[VersionSummary]) -> list[str]:
     return lines
 
 
-def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None) -> str:
-    """The summary as text."""
+def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None,
+           made_by: Mapping[str, str] | None = None) -> str:
+    """The summary as text; `made_by` names the run behind each version's grades and delta ('grades|<v>',
+    'delta|<v>' -> 'run 1a2b3c4d'), printed on their lines."""
+    made_by = made_by or {}
+
+    def by(key: str) -> str:
+        return f"  ({made_by[key]})" if key in made_by else ""
+
     lines = [f"sim_pipeline: domain '{domain}', seed {seed}" + (f", {seconds:.0f} s" if seconds is not None else "")]
     cov = coverage(base, domain, seed, versions)
     if cov:
@@ -154,7 +162,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         else:
             cuts = ", ".join(f"{k} {n if n is not None else 'not written (see its publish_gate check)'}"
                              for k, n in s.cut_rows.items())
-        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1}",
+        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1}{by(f'grades|{v.slug}')}",
                   f"  {'':<13} world fit: {fit_sentence(s.fit) if s.fit is not None else 'no rollouts'}",
                   f"  {'':<13} judge trust: {s.judge_verdict}" + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
                   f"  {'':<13} cuts: {cuts}"]
@@ -177,7 +185,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         if delta is None or not len(delta):
             lines.append(f"  delta {v.slug} vs {v.baseline}: not computed (baseline grades missing?)")
             continue
-        lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p):")
+        lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p):"
+                     + by(f"delta|{v.slug}"))
         poor = [slug for slug in (v.baseline, v.slug) if slug in summaries and summaries[slug].fit is not None
                 and fit_problems(summaries[slug].fit)]
         if poor:

@@ -1,5 +1,7 @@
 """The command line: user errors are one clear line and exit code 2, never a traceback."""
 
+import os
+
 from sim_pipeline.cli import main
 
 
@@ -43,7 +45,16 @@ def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, mon
 
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:  # the runs, as the UI lists them
         jobs = {run.job_name for run in instance.get_runs()}
+        policy_runs = [r.run_id for r in instance.get_runs(filters=dg.RunsFilter(job_name="retail_policy_job"))]
+        from sim_pipeline.defs.launch import made_by
+        from sim_pipeline.registry import load_registry, versions_for
+
+        versions = versions_for(load_registry(), "retail")[:2]
+        later = made_by(instance, "retail", "0", versions, these_runs=set())  # as a command that ran nothing would
     assert jobs == {"retail_axes_job", "retail_seed_job", "retail_policy_job", "retail_delta_job"}
+    # Each version's line names the run that wrote it; the next command's summary says they are earlier runs.
+    assert len(policy_runs) == 4 and all(f"(run {run_id[:8]})" in out for run_id in policy_runs)
+    assert later["grades|agent-v1"].endswith("an earlier run: this command's run did not write it")
     # The same 8 situations for both versions: the delta stays paired.
     first, second = (warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=v,
                                                                    seed="0")) for v in ("agent-v1", "agent-v2"))
@@ -71,3 +82,30 @@ def test_backfill_refuses_a_seed_that_is_not_a_partition(tmp_path, monkeypatch, 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     assert main(["backfill", "--seeds", "0-9"]) == 2
     assert "--seeds '0-9'" in capsys.readouterr().err and not (tmp_path / "dagster_home").exists()
+
+
+def test_a_run_whose_sim_pipeline_process_died_is_marked_failed_by_the_next_command(tmp_path, monkeypatch, capsys):
+    import socket
+    import subprocess
+
+    import dagster as dg
+
+    from sim_pipeline.defs.automation import LAUNCHED_BY_CLI, LAUNCHED_BY_TAG
+    from sim_pipeline.defs.launch import HOST_TAG, PID_TAG
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no longer runs
+    assert main(["backfill", "--versions", "agent-v1", "--seeds", "0"]) == 0  # any command: it writes the instance
+    capsys.readouterr()
+    tags = {LAUNCHED_BY_TAG: LAUNCHED_BY_CLI, HOST_TAG: socket.gethostname()}
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        job = dg.define_asset_job("killed_job").resolve(asset_graph=dg.Definitions().resolve_asset_graph())
+        killed = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED, tags={**tags, PID_TAG: str(dead.pid)})
+        alive = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED, tags={**tags, PID_TAG: str(os.getpid())})
+    assert main(["backfill", "--versions", "agent-v1", "--seeds", "0"]) == 0
+    assert f"run {killed.run_id[:8]} (killed_job) was left STARTED" in capsys.readouterr().err
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(alive.run_id).status == dg.DagsterRunStatus.STARTED  # still running: untouched
+        assert instance.run_monitoring_enabled and not instance.telemetry_enabled  # the project's dagster.yaml

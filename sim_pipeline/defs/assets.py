@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import dagster as dg
 import pandas as pd
 
-from sim_pipeline import cover
+from sim_pipeline import cover, defaults
 from sim_pipeline.axes import axes_table, axis_values, validated_constraints
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.defs import checks
@@ -29,6 +29,7 @@ from sim_pipeline.grade.grading import grade_rollouts
 from sim_pipeline.grade.judge_trust import with_recorded_trust
 from sim_pipeline.measure.delta import DELTA_COLUMNS, delta_report
 from sim_pipeline.measure.passat import SCORE_COLUMNS, noop_floor_row, score_table
+from sim_pipeline.measure.text_charts import delta_chart
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.row import rollout_table
 from sim_pipeline.rollout.runner import Policy
@@ -39,6 +40,11 @@ from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state, state_from_table, state_table
 
 T = TypeVar("T")
+# What the UI's tables show first, short enough to fit the page: the verdict beside its numbers. The Parquet file
+# (and the delta_reasons field) keep the rest.
+DELTA_UI_COLUMNS = ("metric", "verdict", "delta", "ci_low", "ci_high", "p_value", "before", "after", "n_tasks",
+                    "n_ungraded_tasks")
+SLICE_UI_COLUMNS = ("axis", "value", "metric", "verdict", "delta", "ci_low", "ci_high", "q_value", "n_tasks")
 BY_SEED = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="seed")
 GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
 
@@ -85,7 +91,8 @@ def delta_for(version: PolicyVersion, grades: pd.DataFrame, baseline: pd.DataFra
     # The verdicts' reasons are sentences: in the table they would make every row hundreds of pixels tall.
     reasons = "\n".join(f"- **{r.metric}**: {r.reason}" for r in report.itertuples(index=False) if r.reason)
     return report, {"baseline": version.baseline, "seeds": dg.MetadataValue.json(used),
-                    "delta": table_metadata(report.drop(columns=["reason"])), "delta_reasons": dg.MetadataValue.md(reasons),
+                    "delta_chart": dg.MetadataValue.md(delta_chart(report)),
+                    "delta": table_metadata(report[list(DELTA_UI_COLUMNS)]), "delta_reasons": dg.MetadataValue.md(reasons),
                     **delta_extras(baseline, grades, version, report)}
 
 
@@ -93,6 +100,7 @@ def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -
     """Stop reason, arm weights per batch (table and plot), arm mix, requested vs delivered."""
     from sim_pipeline.measure.plots import png_markdown
     from sim_pipeline.search.loop import final_weights, unique_signatures_per_1000, weights_by_batch
+    from sim_pipeline.measure.text_charts import weights_chart
     from sim_pipeline.search.report import delivery_report, plot_weights
 
     if not len(search):
@@ -103,6 +111,7 @@ def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -
             "arms_drawn": dg.MetadataValue.json(search["arm"].value_counts().to_dict()),
             "final_weights": dg.MetadataValue.json(final_weights(search)),
             "weights_by_batch": table_metadata(by_batch),
+            "weights_chart": dg.MetadataValue.md(weights_chart(by_batch, defaults.SEARCH_ARMS)),
             "weights_plot": dg.MetadataValue.md(png_markdown(plot_weights(by_batch), alt="arm weights per batch")),
             "unique_signatures_per_1000": round(unique_signatures_per_1000(train), 1),
             "requested_vs_delivered": table_metadata(delivery_report(search, rollouts))}
@@ -111,12 +120,17 @@ def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -
 def score_extras(grades: pd.DataFrame, rollouts: pd.DataFrame, heldout: pd.DataFrame) -> dict[str, object]:
     """pass@k curves and the reward-hack scan as metadata (matplotlib is imported only when this runs)."""
     from sim_pipeline.measure.hack_scan import hack_scan
+    from sim_pipeline.measure.passat import pass_curve
     from sim_pipeline.measure.plots import plot_pass_curves, png_markdown
+    from sim_pipeline.measure.text_charts import pass_curve_chart
 
     if not len(heldout):
         return {}
     scan, scan_table = hack_scan(grades.dropna(subset=["reward"]), rollouts)
-    return {"pass_curves": dg.MetadataValue.md(png_markdown(plot_pass_curves(heldout), alt="pass@k and pass^k")),
+    curve = pass_curve(heldout)
+    return {"pass_curves_chart": dg.MetadataValue.md(pass_curve_chart(curve)),
+            "pass_curves": dg.MetadataValue.md(png_markdown(plot_pass_curves(heldout, curve=curve),
+                                                            alt="pass@k and pass^k")),
             "hack_scan": table_metadata(scan_table), "hack_scan_note": scan.note,
             "hack_flagged": dg.MetadataValue.json(list(scan.flagged))}
 
@@ -135,7 +149,7 @@ def delta_extras(baseline: pd.DataFrame, grades: pd.DataFrame, version: PolicyVe
     spread = seed_spread(baseline, grades, **versions)
     plot = plot_paired_differences(differences, report=report)
     return {"paired_differences": dg.MetadataValue.md(png_markdown(plot, alt="pass@1 paired differences")),
-            "slices": table_metadata(slices[slices["verdict"] != "INSUFFICIENT DATA"]),
+            "slices": table_metadata(slices.loc[slices["verdict"] != "INSUFFICIENT DATA", list(SLICE_UI_COLUMNS)]),
             "seed_spread": table_metadata(spread.per_seed), "seed_note": spread.note}
 
 

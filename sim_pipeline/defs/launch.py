@@ -3,7 +3,10 @@
 Runs go to the instance in $DAGSTER_HOME, so they show in the UI (`make dev`) like any other run.
 """
 
+import os
+import socket
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -24,6 +27,9 @@ from sim_pipeline.defs.automation import (
 from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
 from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
 
+# Where a `sim-pipeline run` run executes: its process, so a later command can tell a killed run from a live one.
+PID_TAG = "sim_pipeline/pid"
+HOST_TAG = "sim_pipeline/host"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters; the UI has the rest
 
 
@@ -41,10 +47,63 @@ def sync_partitions(instance: dg.DagsterInstance, domains: list[str]) -> dict[st
     return added
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed the runs a `sim-pipeline run` on this host started and never finished because its process died
+    (killed, out of memory): in-process runs have no worker for Dagster's run monitoring to check. One line each."""
+    unfinished = instance.get_runs(filters=dg.RunsFilter(
+        statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING],
+        tags={LAUNCHED_BY_TAG: LAUNCHED_BY_CLI, HOST_TAG: socket.gethostname()}))
+    lines = []
+    for run in unfinished:
+        pid = run.tags.get(PID_TAG, "")
+        if pid.isdigit() and not _process_alive(int(pid)):
+            instance.report_run_failed(run, message=f"the sim-pipeline process that ran it (pid {pid}) is gone")
+            lines.append(f"run {run.run_id[:8]} ({run.job_name}) was left STARTED by a sim-pipeline process that "
+                         f"died (pid {pid}); marked failed")
+    return lines
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """One run `materialize_domain` launched."""
+
+    label: str
+    success: bool
+    run_id: str
+
+
+def made_by(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion],
+            these_runs: set[str] | None = None) -> dict[str, str]:
+    """Which run wrote each version's grades and delta, as the summary prints it ('grades|<v>', 'delta|<v>');
+    a run outside `these_runs` (when given) is called out as earlier, so old rows never pass for new ones."""
+    def label(step: str, partition: str) -> str | None:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey([domain, step]), asset_partitions=[partition]), limit=1).records
+        if not records:
+            return None
+        run_id = records[0].run_id
+        earlier = these_runs is not None and run_id not in these_runs
+        return f"run {run_id[:8]}" + (", an earlier run: this command's run did not write it" if earlier else "")
+
+    found = {f"grades|{v.slug}": label("grades", str(partition_key(v.slug, seed))) for v in versions}
+    found |= {f"delta|{v.slug}": label("delta", v.slug) for v in versions if v.baseline}
+    return {key: text for key, text in found.items() if text}
+
+
 def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
                        warehouse: str, log: Callable[[str], None] = print,
-                       sizes: Mapping[str, Any] | None = None) -> list[tuple[str, bool]]:
-    """Run the eight steps for one seed and the given versions; returns (run label, success) per run.
+                       sizes: Mapping[str, Any] | None = None) -> list[RunOutcome]:
+    """Run the eight steps for one seed and the given versions; returns each run's label, success and id.
 
     `sizes` overrides fields of the `simulation` resource (n_phrasings, train_samples, heldout_samples,
     max_situations, ...) for a smaller or larger run.
@@ -64,7 +123,8 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
         log(f"  running {label} ...")
         result = jobs.resolve_job_def(job_name).execute_in_process(
             instance=instance, partition_key=partition, raise_on_error=False, run_config=QUIET,
-            tags={"sim_pipeline/step": label, LAUNCHED_BY_TAG: LAUNCHED_BY_CLI})
+            tags={"sim_pipeline/step": label, LAUNCHED_BY_TAG: LAUNCHED_BY_CLI, PID_TAG: str(os.getpid()),
+                  HOST_TAG: socket.gethostname()})
         failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         for event in result.all_events:
             if event.event_type_value == "STEP_FAILURE" and event.event_specific_data is not None:
@@ -72,7 +132,7 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
                 while error.cause is not None:  # the engine's own message, not Dagster's "error in op" wrapper
                     error = error.cause
                 log(f"    {event.step_key} failed: {error.message.strip()[:600]}")
-        outcomes.append((label, result.success))
+        outcomes.append(RunOutcome(label, result.success, result.run_id))
         if not result.success and not failed:
             log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")
         return result.success

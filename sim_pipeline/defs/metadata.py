@@ -24,8 +24,9 @@ def _cell(value: object) -> str | int | float | bool | None:
 
 def table_metadata(frame: pd.DataFrame) -> dg.TableMetadataValue:
     """A DataFrame (first rows) as a UI table; a labelled index (a confusion matrix's rows) becomes its first column."""
-    if frame.index.name is not None or not isinstance(frame.index, pd.RangeIndex):
-        frame = frame.reset_index()
+    labelled = frame.index.name is not None or not pd.api.types.is_integer_dtype(frame.index)
+    # A filtered table keeps its row numbers as index: those are not labels, so they are dropped.
+    frame = frame.reset_index(drop=not labelled)
     head = frame.head(MAX_TABLE_ROWS)
     schema = dg.TableSchema(columns=[dg.TableColumn(str(c), "string") for c in head.columns])
     records = [dg.TableRecord({str(k): _cell(v) for k, v in row.items()}) for row in head.to_dict("records")]

@@ -83,9 +83,12 @@ def plot_pass_curves(
     k_max: int | None = None,
     seed: int = 0,
     n_resamples: int = PASS_CURVE_RESAMPLES,
+    curve: pd.DataFrame | None = None,
 ) -> bytes:
-    """PNG of pass@k (Chen et al. 2021) and pass^k (Yao et al. 2024) against k, with bootstrap bands over tasks."""
-    curve = pass_curve(grades, k_max=k_max, seed=seed, n_resamples=n_resamples)
+    """PNG of pass@k (Chen et al. 2021) and pass^k (Yao et al. 2024) against k, with bootstrap bands over tasks
+    (`curve`: a `pass_curve` table already computed from these grades)."""
+    if curve is None:
+        curve = pass_curve(grades, k_max=k_max, seed=seed, n_resamples=n_resamples)
     n_tasks = int(curve["n_tasks"].max()) if len(curve) else 0
 
     def draw(axes: Axes) -> None:
