@@ -79,7 +79,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         print(f"Materializing domain '{args.domain}' seed {seed} for {[v.slug for v in versions]} "
               f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
-        ran = materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes)
+        ran = materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes,
+                                 concurrency=args.concurrency)
         outcomes += ran
         print()
         print(render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
@@ -126,14 +127,35 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return 0 if wait_for_backfill(instance, backfill_id).succeeded else 1
 
 
+def _pack_problems(domains: list[str]) -> dict[str, str]:
+    """The domains whose pack does not load, with why (one line each); each pack is loaded on its own."""
+    from sim_pipeline.domain import load_domain
+    from sim_pipeline.errors import one_line
+
+    problems = {}
+    for domain in domains:
+        try:
+            load_domain(domain)
+        except Exception as exc:  # noqa: BLE001 -- one broken pack (even a bug in its loading) must not hide the rest
+            problems[domain] = one_line(exc)
+    return problems
+
+
 def cmd_policies(args: argparse.Namespace) -> int:
-    """List the registry, or sync it into the Dagster instance as dynamic partitions."""
+    """List the registry (marking versions whose pack is broken), or sync it into the Dagster instance as dynamic
+    partitions; an invalid registry registers nothing."""
     from sim_pipeline.registry import load_registry
 
     registry = load_registry()
     if args.action == "list":
+        broken = _pack_problems(sorted({v.domain for v in registry.values()}))
+        shown = set()
         for v in sorted(registry.values(), key=lambda v: (v.domain, v.order)):
-            print(f"{v.domain:<12} {v.slug:<14} {v.model:<24} baseline={v.baseline or '-'} judge={v.judge_model}")
+            if v.domain in broken and v.domain not in shown:
+                print(f"{v.domain:<12} BROKEN pack: {broken[v.domain]}")
+                shown.add(v.domain)
+            mark = "  BROKEN (its pack does not load)" if v.domain in broken else ""
+            print(f"{v.domain:<12} {v.slug:<14} {v.model:<24} baseline={v.baseline or '-'} judge={v.judge_model}{mark}")
         return 0
     from sim_pipeline.defs.launch import sync_partitions
 
@@ -217,6 +239,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--samples", type=_positive, help="samples per train situation and opening (default: the mode's)")
     run.add_argument("--heldout-samples", type=_positive,
                      help=f"samples per held-out situation (default {defaults.HELDOUT_SAMPLES})")
+    run.add_argument("--concurrency", type=_positive,
+                     help=f"model calls in flight at once (default {defaults.GATEWAY_CONCURRENCY}); the rows do not "
+                          "depend on it")
     run.add_argument("--allow-failed-checks", action="store_true",
                      help="exit 0 even when a blocking check (judge trust, publish gate) stopped a run")
     run.set_defaults(fn=cmd_run)

@@ -10,6 +10,10 @@ SEEDS: tuple[str, ...] = tuple(str(s) for s in range(8))  # static seed partitio
 DEFAULT_DOMAIN = "retail"  # the domain `make run` materializes when DOMAIN is not given
 BACKFILL_POLL_SECONDS = 5.0  # how often `sim-pipeline backfill --wait` reads the instance: a run takes tens of seconds
 SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
+DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipped ones reach 10): deeper is a mistake,
+# and the YAML/JSON parsers and schema checks recurse once per level, towards Python's stack limit
+DEFINITION_MAX_VALUES = 100_000  # values a YAML file may expand to through aliases (the shipped ones hold < 2,000):
+# the bound stops an alias bomb before every later check walks it
 
 # --- 01 Axes -------------------------------------------------------------------------------------
 STANCES: tuple[str, ...] = (
@@ -248,14 +252,20 @@ INLINE_BAR_WIDTH = 10  # cells of an inline rate bar: one cell per 0.1
 CI_LEVEL = 0.95  # two-sided confidence level of every interval we report (REFERENCE section 8)
 BOOTSTRAP_RESAMPLES = 10_000  # REFERENCE 8: >= 2000 needed, 10000 preferred (percentile MC error ~0.002 of a rate)
 PERMUTATION_RESAMPLES = 10_000  # random sign flips when exact enumeration is too large; p resolution 1e-4
-SIGN_FLIP_EXACT_MAX_N = 16  # enumerate all 2^n sign vectors up to n=16 (65,536 rows, ~8 MB): exact p, no MC error
+SIGN_FLIP_EXACT_MAX_N = 16  # enumerate all 2^n sign vectors up to n=16 (65,536 sums, ~0.5 MB): exact p, no MC error
 BOOTSTRAP_CHUNK_CELLS = 2_000_000  # resample rows x tasks per numpy block (~24 MB: int32 indices + float values)
 FLOAT_TIE_RTOL = 1e-12  # permuted statistics within float rounding of the observed one count as ties (as scipy does)
 MIN_BOOTSTRAP_N = 2  # one task has no spread to resample: its interval is NaN rather than a zero-width lie
 DELTA_MIN_SHARED_TASKS = 10  # below this a paired delta is not comparable (sign-flip p cannot go below 2/2^n)
+MIN_TASKS_FOR_VERDICT = 16  # below this (and >= DELTA_MIN_SHARED_TASKS) numbers show but the verdict is INCONCLUSIVE;
+# bench_coverage: pass^4's interval covered 0.74 at n=8 (a quarter zero-width), 0.92 at n=16, 0.95 at n=36
 DELTA_MIN_SHARED_SHARE = 0.8  # shared tasks must be >= 80% of each side's held-out tasks, else the task mixes differ
-DELTA_EQUIVALENCE_MARGIN = 0.05  # |delta| under 5 points of a rate is no meaningful difference (equivalence bound)
+EQUIVALENCE_MARGIN = 0.05  # |delta| under 5 points of a rate is no meaningful difference (TOST bound for NO DIFFERENCE)
 DELTA_ALPHA = 0.05  # two-sided level: a PASS/FAIL also needs sign-flip p below it; holdout_size; matches 95% intervals
+EQUIVALENCE_ALPHA = DELTA_ALPHA / 2  # each one-sided TOST test at a 95% interval's tail: NO DIFFERENCE <=> the shown
+# interval lies inside +/-EQUIVALENCE_MARGIN (Schuirmann 1987's interval rule applied to the interval we display)
+DELTA_CI_METHOD = "studentized_symmetric"  # bench_coverage at n=16: covered pass@1 0.95, pass^4 0.92 where percentile
+# and BCa gave 0.92, 0.86; the equal-tailed bootstrap-t excluded 0 for a null pass^4 delta 18% of the time at n=36
 DELTA_POWER = 0.8  # conventional power for holdout_size (Cohen 1988)
 DELTA_MARKER_DIRECTIONS: dict[str, str] = {
     "argument_grounding": "higher_is_better",

@@ -8,18 +8,22 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
 import yaml
 
 from sim_pipeline import defaults
-from sim_pipeline.errors import DomainPackError
+from sim_pipeline.errors import DomainPackError, SimPipelineError
 from sim_pipeline.protocol.tool_kinds import guess_kind, writes
 
 _HERE = Path(__file__).parent
 DOMAINS_DIR = _HERE.parent / "data" / "domains"
-_RULE_LINE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[a-z][a-z0-9_]*)\*\*\s*:\s*(?P<text>.+)$")
-_RULE_LIKE = re.compile(r"^\s*[-*]\s+\*\*(?P<id>[^*]+)\*\*\s*:")  # a rule line, whatever its id looks like
+RULE_ID_PATTERN = r"[a-z][a-z0-9_]*"  # a rule id: a value of the rule axis, and its key under domain.yaml `rules:`
+_RULE_LINE = re.compile(rf"^\s*[-*]\s+\*\*(?P<id>{RULE_ID_PATTERN})\*\*\s*:\s*(?P<text>.+)$")
+# What an author may have meant as a rule line, whatever its mistakes: a list item (bullet or number) whose first
+# words are bold, or a bare line starting with a bold word and a colon.
+_RULE_LIKE = re.compile(r"^\s*(?:(?P<marker>[-*+]|\d+[.)])\s*)?(?P<bold>\*\*|__)(?P<id>.*?)(?P=bold)(?P<rest>.*)$")
 
 
 @dataclass(frozen=True)
@@ -179,25 +183,270 @@ def _validate(instance: Any, schema_name: str, path: Path) -> None:
         raise _fail(path, f"field '{where}'", err.message, f"see sim_pipeline/{schema_name} for the format")
 
 
-def _read_yaml(path: Path) -> Any:
+# -- definition files, read strictly ----------------------------------------------------------------
+# A pack's and the registry's files are plain data (mappings, lists, text, numbers, booleans): whatever a parser
+# would accept silently but wrongly (a repeated key keeping only its last value, an unquoted date turned into a date
+# object, an alias holding itself) is refused here, naming the file and the line.
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _Refused(Exception):
+    """A definition file that parses but would be read wrong; the readers turn it into the caller's error class."""
+
+    def __init__(self, where: str, problem: str, fix: str) -> None:
+        super().__init__(f"{where}: {problem}. Fix: {fix}")
+        self.where, self.problem, self.fix = where, problem, fix
+
+
+def _not_plain(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    raise _Refused(f"line {node.start_mark.line + 1}", f"the tag {node.tag} makes a value that is not plain data",
+                   "remove the tag (write a plain list, mapping or text)")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader for definition files: nesting bounded while composing (PyYAML recurses per level), dates
+    kept as the text they were written as, binary/set/ordered-map tags refused."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.depth += 1
+        try:
+            if self.depth > defaults.DEFINITION_MAX_DEPTH:
+                line = self.peek_event().start_mark.line + 1
+                raise _Refused(f"line {line}", f"nested more than {defaults.DEFINITION_MAX_DEPTH} levels deep",
+                               "flatten the structure")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+for _tag in ("binary", "set", "omap", "pairs"):
+    _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _not_plain)
+
+
+def _check_nodes(node: yaml.Node, where: tuple[str, ...], depth: int, open_nodes: dict[int, str], budget: list[int],
+                 lines: dict[tuple[str, ...], int]) -> None:
+    """Keys are unique text, no alias holds itself, and aliases do not expand past the size and depth bounds."""
+    line = node.start_mark.line + 1
+    shown = "/".join(where) or "(top level)"
+    if id(node) in open_nodes:
+        raise _Refused(f"line {line}", f"'{shown}' is an alias of '{open_nodes[id(node)]}', which contains it, so the "
+                       "value would hold itself", "write the value out instead")
+    budget[0] -= 1
+    if budget[0] < 0 or depth > defaults.DEFINITION_MAX_DEPTH:
+        raise _Refused(f"line {line}", f"'{shown}': aliases expand it past {defaults.DEFINITION_MAX_VALUES} values or "
+                       f"{defaults.DEFINITION_MAX_DEPTH} levels", "write the values out instead of nesting aliases")
+    if isinstance(node, yaml.ScalarNode):
+        return
+    open_nodes[id(node)] = shown
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            if key.tag == _MERGE_TAG:  # `<<: *base`: merged keys may be overridden, that is what a merge is for
+                _check_nodes(value, where, depth + 1, open_nodes, budget, lines)
+                continue
+            key_line = key.start_mark.line + 1
+            if not isinstance(key, yaml.ScalarNode) or key.tag != _STR_TAG:
+                text = key.value if isinstance(key, yaml.ScalarNode) else "(a list or mapping)"
+                raise _Refused(f"line {key_line}", f"key {text!r} under '{shown}' is not text (YAML reads it as "
+                               f"{key.tag.rsplit(':', 1)[-1]})", f"quote it: '{text}'")
+            if key.value in seen:
+                raise _Refused(f"line {key_line}", f"key '{'/'.join((*where, key.value))}' appears twice (first at "
+                               f"line {seen[key.value]}); YAML would keep only the last and silently drop the first",
+                               "keep one of them (a new entry needs a name of its own)")
+            seen[key.value] = key_line
+            lines[(*where, key.value)] = key_line
+            _check_nodes(value, (*where, key.value), depth + 1, open_nodes, budget, lines)
+    else:
+        for i, child in enumerate(node.value):
+            _check_nodes(child, (*where, str(i)), depth + 1, open_nodes, budget, lines)
+    del open_nodes[id(node)]
+
+
+def read_definition(path: Path, error: type[SimPipelineError]) -> str:
+    """A definition file's text, or `error` naming the file when it cannot be read or is not UTF-8."""
     try:
-        return yaml.safe_load(path.read_text())
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: file: cannot be read ({exc.strerror or exc}). Fix: make it a readable file") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise error(f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not UTF-8 text. Fix: save the file as "
+                    "UTF-8") from None
+
+
+def load_yaml(path: Path, error: type[SimPipelineError], lines: dict[tuple[str, ...], int] | None = None) -> Any:
+    """A YAML definition file as plain data; `lines` (when given) gets the line of every mapping key, by key path.
+    Anything the file holds that would be read wrong is `error` naming the file, the line and the fix."""
+    text = read_definition(path, error)
+    loader = None
+    try:
+        loader = _StrictLoader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, (), 0, {}, [defaults.DEFINITION_MAX_VALUES], {} if lines is None else lines)
+        return loader.construct_document(node)
+    except _Refused as exc:
+        raise error(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise _fail(path, "syntax", f"not valid YAML ({exc.__class__.__name__}: {exc})", "fix the YAML syntax") from None
+        raise error(f"{path}: syntax: not valid YAML ({exc.__class__.__name__}: {exc}). Fix: fix the YAML "
+                    "syntax") from None
+    except (ValueError, OverflowError) as exc:  # an explicit tag on a value it cannot hold: !!int "x"
+        raise error(f"{path}: syntax: a value cannot be read ({exc}). Fix: remove the !!tag or correct the "
+                    "value") from None
+    except RecursionError:
+        raise error(f"{path}: syntax: nested too deeply to read. Fix: flatten the structure") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"key(s) {repeated} appear twice in one object, and JSON keeps only the last")
+    return dict(pairs)
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= defaults.DEFINITION_MAX_DEPTH:
+            children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def parse_json(text: str) -> Any:
+    """JSON as plain data; a repeated key or nesting past DEFINITION_MAX_DEPTH is a ValueError, like bad syntax."""
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_object)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+    if _depth(value) > defaults.DEFINITION_MAX_DEPTH:
+        raise ValueError(f"nested more than {defaults.DEFINITION_MAX_DEPTH} levels deep")
+    return value
+
+
+def load_json(path: Path, error: type[SimPipelineError]) -> Any:
+    """A JSON definition file as plain data, or `error` naming the file, the line and the fix."""
+    text = read_definition(path, error)
+    try:
+        return parse_json(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}). Fix: fix the JSON syntax") from None
+    except ValueError as exc:
+        raise error(f"{path}: content: not valid JSON ({exc}). Fix: fix the JSON (one value per key, less "
+                    "nesting)") from None
+
+
+_IN_PLACE_ONE = ("not", "if", "then", "else")  # subschemas applied to the same value, not to a part of it
+_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf")
+
+
+def _pointer(root: Any, ref: str) -> Any:
+    """The subschema a local `$ref` ('#', '#/a/b', '#anchor') names, or None when it names nothing."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        anchors = [n for n in _subschemas(root) if ref[1:] in (n.get("$anchor"), n.get("$dynamicAnchor"))]
+        return anchors[0] if anchors and ref[1:] else None
+    node = root
+    for part in ref[2:].split("/"):
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+_DATA_KEYWORDS = ("enum", "const", "default", "examples")  # their values are data, never schemas
+
+
+def _subschemas(root: Any) -> list[dict[str, Any]]:
+    """Every mapping inside a schema but its data (the candidates a reference may name), root first."""
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found.append(node)
+            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def _check_json_schema(path: Path, where: str, schema: Any, fix: str) -> None:
+    """A JSON Schema the sandbox can validate arguments with: valid, its references local and resolvable, and no
+    reference loop that would validate one value forever."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise _fail(path, f"field '{where}'", f"not a valid JSON Schema ({exc.message})", fix) from None
+    except (OverflowError, RecursionError) as exc:  # a regex repeat too large for `re`; a schema nested too deep
+        raise _fail(path, f"field '{where}'", f"not a usable JSON Schema ({exc.__class__.__name__}: {exc})",
+                    fix) from None
+    nodes = _subschemas(schema)
+    targets: dict[int, list[Any]] = {}  # subschema -> the subschemas applied to the same value
+    for node in nodes:
+        if "$id" in node:
+            raise _fail(path, f"field '{where}'", "'$id' re-bases the references of a tool schema",
+                        "remove $id and refer to parts of the schema with '#/$defs/<name>'")
+        same = [node[k] for k in _IN_PLACE_ONE if k in node]
+        same += [s for k in _IN_PLACE_MANY if isinstance(node.get(k), list) for s in node[k]]
+        same += list(node["dependentSchemas"].values()) if isinstance(node.get("dependentSchemas"), dict) else []
+        for key in ("$ref", "$dynamicRef"):
+            ref = node.get(key)
+            if not isinstance(ref, str):
+                continue
+            target = _pointer(schema, ref) if ref.startswith("#") else None
+            if not isinstance(target, (dict, bool)):
+                raise _fail(path, f"field '{where}'", f"{key} {ref!r} names nothing in this schema" +
+                            ("" if ref.startswith("#") else " (references to other files are never fetched)"),
+                            "refer to a part of the same schema, e.g. '#/$defs/<name>'")
+            same.append(target)
+        targets[id(node)] = [s for s in same if isinstance(s, dict)]
+    # A loop of references and in-place subschemas applies itself to the same value forever.
+    state: dict[int, int] = {}
+    for start in nodes:
+        if state.get(id(start)):
+            continue
+        stack = [(start, iter(targets[id(start)]))]
+        state[id(start)] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[id(node)] = 2
+                stack.pop()
+            elif state.get(id(child)) == 1:
+                raise _fail(path, f"field '{where}'", "its references loop back to a schema they started from without "
+                            "reaching into the value, so checking an argument would never end",
+                            "make each $ref name a schema of a part of the value (under properties or items)")
+            elif not state.get(id(child)):
+                state[id(child)] = 1
+                stack.append((child, iter(targets.get(id(child), []))))  # a $ref may name data
 
 
 def _load_tool(path: Path) -> Tool:
-    try:
-        schema = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise _fail(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})", "fix the JSON syntax") from None
+    schema = load_json(path, DomainPackError)
     _validate(schema, "tool.schema.json", path)
     fn = schema["function"]
-    try:
-        jsonschema.Draft202012Validator.check_schema(fn["parameters"])
-    except jsonschema.SchemaError as exc:
-        raise _fail(path, "field 'function/parameters'", f"not a valid JSON Schema ({exc.message})",
-                    "write parameters as a JSON Schema object") from None
+    _check_json_schema(path, "function/parameters", fn["parameters"], "write parameters as a JSON Schema object")
     if path.stem != fn["name"]:
         raise _fail(path, "field 'function/name'", f"name '{fn['name']}' differs from the file name",
                     f"rename the file to {fn['name']}.json or the tool to '{path.stem}'")
@@ -208,18 +457,45 @@ def _load_tool(path: Path) -> Tool:
     return Tool(fn["name"], fn["description"], fn["parameters"], schema, guess_kind(fn["name"]))
 
 
+def _suggest_id(written: str) -> str:
+    fixed = re.sub(r"[^a-z0-9_]+", "_", written.lower()).strip("_") or "rule_id"
+    return fixed if fixed[0].isalpha() else "rule_" + fixed  # an id starts with a letter
+
+
+def _not_a_rule_line(like: re.Match[str]) -> tuple[str, str]:
+    """Why a line that looks like a rule is not one, and the line to write instead."""
+    written, rest = like["id"].strip(), like["rest"].strip()
+    colon_inside = written.endswith(":")
+    written = written.rstrip(":").strip()
+    text = rest[1:].strip() if rest.startswith(":") else rest.lstrip("-–— ").strip()
+    fixed = _suggest_id(written)
+    example = f"- **{fixed}**: {text[:40] + '...' if len(text) > 40 else text or '<what the rule says>'}"
+    if not re.fullmatch(RULE_ID_PATTERN, written):
+        why = " (rule ids have no capital letters)" if written != written.lower() else ""
+        return (f"rule id '{written}' is not lower_snake_case{why}",
+                f"write it as '**{fixed}**' (a lowercase letter, then lowercase letters, digits or _): '{example}'")
+    if colon_inside:
+        problem = f"rule '{written}': the ':' is inside the bold"
+    elif like["bold"] == "__":
+        problem = f"rule '{written}': the id is set in __ __ rather than ** **"
+    elif like["marker"] not in ("-", "*"):
+        problem = f"rule '{written}' is not a '- ' list item"
+    elif not rest.startswith(":"):
+        problem = f"rule '{written}' has no ':' after its id"
+    else:
+        problem = f"rule '{written}' has no text"
+    return problem, f"write the line as '{example}' (a line that is not a rule must not start with a bold word)"
+
+
 def _parse_policy(path: Path) -> tuple[str, list[tuple[str, str]]]:
-    text = path.read_text()
+    text = read_definition(path, DomainPackError)
     rules, current = [], None
     for number, line in enumerate(text.splitlines(), start=1):
-        like = _RULE_LIKE.match(line)
-        if like and not _RULE_LINE.match(line):
-            # Read as plain text, this rule would never reach the rule axis: refuse it instead of dropping it.
-            fixed = re.sub(r"[^a-z0-9_]+", "_", like["id"].strip().lower()).strip("_") or "rule_id"
-            fixed = fixed if fixed[0].isalpha() else "rule_" + fixed  # an id starts with a letter
-            raise _fail(path, f"line {number}", f"rule id '{like['id']}' is not lower_snake_case",
-                        f"write it as '**{fixed}**' (a lowercase letter, then lowercase letters, digits or _)")
         match = _RULE_LINE.match(line)
+        like = None if match else _RULE_LIKE.match(line)
+        if like and (like["marker"] or like["rest"].lstrip().startswith(":") or like["id"].rstrip().endswith(":")):
+            # Read as plain text, this rule would never reach the rule axis: refuse it instead of dropping it.
+            raise _fail(path, f"line {number}", *_not_a_rule_line(like))
         if match:
             current = [match["id"], match["text"].strip()]
             rules.append(current)
@@ -236,18 +512,29 @@ def _parse_policy(path: Path) -> tuple[str, list[tuple[str, str]]]:
     return text, [(i, t) for i, t in rules]
 
 
+def _unknown(what: str, name: str, known: set[str], where: str) -> tuple[str, str]:
+    """The problem and fix for a `name` not among `known`, saying so when one differs from it only in case."""
+    same = sorted(k for k in known if k.lower() == name.lower())
+    if same:
+        return (f"no {what} in {where}, which has '{same[0]}': the two differ only in case, and names are "
+                "case-sensitive", f"write '{same[0]}'")
+    return f"no {what} in {where}", f"use one of {sorted(known)}"
+
+
 def _check_references(path: Path, spec: dict[str, Any], tool_names: set[str], rule_ids: set[str]) -> None:
     for tool in spec.get("actions", {}):
         if tool not in tool_names:
-            raise _fail(path, f"field 'actions/{tool}'", "no such tool in tools/", f"use one of {sorted(tool_names)}")
+            raise _fail(path, f"field 'actions/{tool}'", *_unknown("such tool", tool, tool_names, "tools/"))
     for rule_id, rule in spec.get("rules", {}).items():
         if rule_id not in rule_ids:
-            raise _fail(path, f"field 'rules/{rule_id}'", "no rule with this id in policy.md",
-                        f"use one of {sorted(rule_ids)}")
+            raise _fail(path, f"field 'rules/{rule_id}'", *_unknown("rule with this id", rule_id, rule_ids, "policy.md"))
         named = [*rule.get("tools", []), *(rule[k] for k in ("tool", "verify_tool", "transfer_tool") if k in rule)]
         unknown = [t for t in named if t not in tool_names]
         if unknown:
-            raise _fail(path, f"field 'rules/{rule_id}'", f"unknown tools {unknown}", f"use tools from {sorted(tool_names)}")
+            problem, fix = _unknown(f"tool '{unknown[0]}'", unknown[0], tool_names, "tools/")
+            if "differ only in case" not in problem:
+                problem, fix = f"unknown tools {unknown}", f"use tools from {sorted(tool_names)}"
+            raise _fail(path, f"field 'rules/{rule_id}'", problem, fix)
         needed = RULE_KEYS[rule["kind"]]
         absent = [k for k in needed if k not in rule]
         if absent:
@@ -310,7 +597,7 @@ def _declare(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...], entities
     ents = {e.name: e for e in entities}
     for name, decl in declared.items():
         if name not in names:
-            raise _fail(path, f"field 'tools/{name}'", "no such tool in tools/", f"use one of {sorted(names)}")
+            raise _fail(path, f"field 'tools/{name}'", *_unknown("such tool", name, set(names), "tools/"))
         if "entity" in decl and decl["entity"] not in ents:
             raise _fail(path, f"field 'tools/{name}/entity'", f"no entity '{decl['entity']}'",
                         f"use one of {sorted(ents)} (declared under entities:)")
@@ -354,10 +641,7 @@ def _field(path: Path, entity: str, name: str, spec: dict[str, Any], tools: tupl
         if schema.get("type") != wanted:
             raise _fail(path, where, f"kind {kind} but its schema's type is {schema.get('type')!r}",
                         f"use a schema of type {wanted} (or kind {'object' if kind == 'list' else 'list'})")
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise _fail(path, where, f"schema is not a valid JSON Schema ({exc.message})", "fix the schema") from None
+        _check_json_schema(path, f"entities/{entity}/fields/{name}/schema", schema, "fix the schema")
         return FieldSpec(name, "schema", (json.dumps(schema, sort_keys=True),))
     return FieldSpec(name, kind, tuple(spec.get("values", ())), spec.get("min"), spec.get("max"))
 
@@ -373,7 +657,7 @@ def _id_pattern(path: Path, entity: str, spec: dict[str, Any], tools: tuple[Tool
         return None
     try:
         re.compile(pattern)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repeat count `re` cannot hold, a{99999999999}
         raise _fail(path, f"field 'entities/{entity}/id_pattern'", f"not a regular expression ({exc})",
                     "write a regex such as ^C[0-9]{4}$") from None
     return pattern
@@ -389,7 +673,11 @@ def _check_facts(path: Path, facts: dict[str, list[Any]], tools: tuple[Tool, ...
             if not isinstance(schema, dict) or "enum" in schema:
                 continue
             checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
-            bad = next((v for v in pool if not checker.is_valid(v)), None)
+            try:
+                bad = next((v for v in pool if not checker.is_valid(v)), None)
+            except OverflowError as exc:  # jsonschema's regex format check lets `re`'s OverflowError through
+                raise _fail(path, f"field 'facts/{name}'", f"a value cannot be checked against argument '{name}' "
+                            f"of {tool.name} ({exc})", "write pool values the tool's schema accepts") from None
             if bad is not None:
                 error = jsonschema.exceptions.best_match(checker.iter_errors(bad))
                 raise _fail(path, f"field 'facts/{name}'", f"value {bad!r} does not fit argument '{name}' of "
@@ -441,19 +729,32 @@ def _check_rules(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...]) -> N
                         "name a tool of kind transfer (transfer_to_human..., or declare kind: transfer under tools:)")
 
 
+def is_domain_name(name: Any) -> bool:
+    """Whether `name` can name a pack: domain.schema.json's name pattern (a lowercase letter, then lowercase letters,
+    digits or _), so never a path."""
+    pattern = _schema("domain.schema.json")["properties"]["name"]["pattern"]
+    return isinstance(name, str) and re.fullmatch(pattern, name) is not None
+
+
+def pack_names() -> list[str]:
+    """Every pack folder under DOMAINS_DIR (a folder with a domain.yaml), whether it loads or not."""
+    if not DOMAINS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in DOMAINS_DIR.iterdir() if (p / "domain.yaml").is_file())
+
+
 def load_domain(name_or_path: str | Path) -> Domain:
     """Load a domain pack by name (under data/domains/) or by directory path, validating every file."""
     path = Path(name_or_path)
     if not path.is_dir():
         path = DOMAINS_DIR / str(name_or_path)
     if not path.is_dir():
-        known = sorted(p.name for p in DOMAINS_DIR.iterdir() if p.is_dir()) if DOMAINS_DIR.is_dir() else []
-        raise DomainPackError(f"domain '{name_or_path}': no directory {path}. Fix: use one of {known} "
+        raise DomainPackError(f"domain '{name_or_path}': no directory {path}. Fix: use one of {pack_names()} "
                               "or a path to a domain pack directory")
     spec_path = path / "domain.yaml"
     if not spec_path.is_file():
         raise _fail(spec_path, "file", "missing", "create domain.yaml (see data/domains/README.md)")
-    spec = _read_yaml(spec_path)
+    spec = load_yaml(spec_path, DomainPackError)
     _validate(spec, "domain.schema.json", spec_path)
     tool_files = sorted((path / "tools").glob("*.json"))
     if not tool_files:

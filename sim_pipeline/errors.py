@@ -35,3 +35,13 @@ class WorldError(SimPipelineError):
 
 class ExportError(CutError):
     """A cut cannot be exported to a trainer's format (missing partitions, refused by the publish gate, bad format)."""
+
+
+class WarehouseError(SimPipelineError):
+    """A warehouse file is missing its content, corrupt, or does not match the checksum recorded when it was written."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An error on one line (YAML errors span several), named by its class when it is not one of the project's own."""
+    text = " ".join(str(exc).split())
+    return text if isinstance(exc, SimPipelineError) else f"{exc.__class__.__name__}: {text} (a bug: please report it)"

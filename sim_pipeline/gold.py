@@ -24,13 +24,13 @@ labels of one transcript that disagree are an error: adjudicate them first.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from sim_pipeline import defaults
+from sim_pipeline.domain import parse_json, read_definition
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.seeding import digest
 
@@ -61,9 +61,20 @@ def _fail(path: Path, line: int, problem: str, fix: str) -> DomainPackError:
     return DomainPackError(f"{path}: line {line}: {problem}. Fix: {fix}")
 
 
+def _check_messages(path: Path, line: int, messages: list[Any]) -> None:
+    """Messages shaped as chat messages (objects; tool_calls a list of objects with a function object), so the
+    transcript digest reads what a rollout's would."""
+    for i, message in enumerate(messages):
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or not isinstance(calls, (list, type(None))) or any(
+                not isinstance(c, dict) or not isinstance(c.get("function"), (dict, type(None))) for c in calls or []):
+            raise _fail(path, line, f"messages[{i}] is not a chat message (an object whose tool_calls, if any, are "
+                        "objects with a function object)", "copy the rollout's messages as they are stored")
+
+
 def _label(path: Path, line: int, raw: str) -> dict[str, Any]:
     try:
-        item = json.loads(raw)
+        item = parse_json(raw)
     except ValueError as exc:
         raise _fail(path, line, f"not valid JSON ({exc})", "write one JSON object per line") from None
     if not isinstance(item, dict):
@@ -86,6 +97,7 @@ def _label(path: Path, line: int, raw: str) -> dict[str, Any]:
     if not isinstance(item.get("situation_id"), str) or not item["situation_id"]:
         raise _fail(path, line, "field 'situation_id' is missing", "give the situation id of the labelled rollout")
     if isinstance(item.get("messages"), list):
+        _check_messages(path, line, item["messages"])
         sha = transcript_digest(item["messages"])
     elif isinstance(item.get("transcript_sha256"), str) and item["transcript_sha256"]:
         sha = item["transcript_sha256"]
@@ -100,7 +112,7 @@ def load_gold(pack: Path | str) -> pd.DataFrame:
     """Every human label in a domain pack's gold/*.jsonl (LABEL_COLUMNS); an empty table when there is none."""
     rows = []
     for path in sorted((Path(pack) / GOLD_DIR).glob("*.jsonl")):
-        for line, raw in enumerate(path.read_text().splitlines(), start=1):
+        for line, raw in enumerate(read_definition(path, DomainPackError).splitlines(), start=1):
             if raw.strip():
                 rows.append(_label(path, line, raw))
     labels = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))

@@ -1,22 +1,34 @@
-"""The policy registry (data/policies.yaml): version slug -> domain, model, sampling, baseline, judge."""
+"""The policy registry (data/policies.yaml): version slug -> domain, model, sampling, baseline, judge.
+
+Loading refuses what would otherwise be read silently wrong: a key written twice (YAML keeps the last), a version
+that is its own baseline or a baseline cycle (the regression guard could never fail), a domain that is no pack
+under data/domains, and a `sim/` model the embedded backend does not serve (caught here, not after the seed steps).
+"""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim_pipeline import defaults
+from sim_pipeline import domain as packs
 from sim_pipeline.errors import RegistryError
 from sim_pipeline.models.model_config import ModelConfig, model_config
+from sim_pipeline.models.sim_models import PREFIX as SIM_PREFIX
+from sim_pipeline.models.sim_models import serves, sim_model_names
 
 REGISTRY_PATH = Path(__file__).parent.parent / "data" / "policies.yaml"
+_TOP = {"defaults", "models", "policies"}
 _KEYS = {"domain", "model", "baseline", "sampling", "judge_model", "user_model", "must_not_regress",
          "judge_trust_opt_out", "system_prompt"}
+_DEFAULTS = {"judge_model", "user_model"}  # what `defaults:` may set for every version
 _SAMPLING = {"temperature", "top_p", "max_tokens"}
+_MODEL_FIELDS = ("model", "judge_model", "user_model")  # each a litellm string or the name of a `models:` entry
+
+Lines = dict[tuple[str, ...], int]
 
 
 @dataclass(frozen=True)
@@ -60,8 +72,45 @@ def validate_slug(slug: Any, *, where: str = "policy version") -> str:
     return slug
 
 
-def _entry(path: Path, slug: str, spec: Any, base: dict[str, Any], order: int) -> PolicyVersion:
-    where = f"{path}: policies/{slug}"
+def _at(path: Path, lines: Lines, *keys: str) -> str:
+    """Where a field is: the file, the line of its key when known, and its path in the file."""
+    line = next((lines[keys[:n]] for n in range(len(keys), 0, -1) if keys[:n] in lines), None)
+    return f"{path}: {f'line {line}: ' if line else ''}{'/'.join(keys)}"
+
+
+def _number(where: str, sampling: dict[str, Any], key: str, default: float, *, integer: bool = False) -> float:
+    value = sampling.get(key, default)
+    # A boolean is an int to Python, and a 400-digit integer or .inf no usable number: none is what the field means.
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+        isinstance(value, float) or abs(value) < 2 ** 53) else math.nan
+    if not math.isfinite(number) or (integer and not number.is_integer()):
+        kind = "a whole number" if integer else "a finite number"
+        raise RegistryError(f"{where}/sampling/{key}: {value!r} is not {kind}. Fix: temperature and top_p are "
+                            "numbers, max_tokens a whole number, e.g. {temperature: 1.0, top_p: 1.0, max_tokens: 1024}")
+    return int(number) if integer else number
+
+
+def _text(where: str, spec: dict[str, Any], key: str, default: str, *, empty: bool = False) -> str:
+    value = spec.get(key, default)
+    if not isinstance(value, str) or (not value and not empty):
+        raise RegistryError(f"{where}/{key}: {value!r} is not {'text' if empty else 'a model name'}. Fix: "
+                            + ("write it as text" if empty else f"give a litellm model string or a models: entry, "
+                               f"e.g. {key}: {default}"))
+    return value
+
+
+def _domain(where: str, name: Any) -> str:
+    known = packs.pack_names()
+    if not packs.is_domain_name(name):
+        raise RegistryError(f"{where}/domain: {name!r} is not a domain name (a pack folder's name: a lowercase "
+                            f"letter, then lowercase letters, digits or _; never a path). Fix: use one of {known}")
+    if not (packs.DOMAINS_DIR / name / "domain.yaml").is_file():
+        raise RegistryError(f"{where}/domain: no domain pack '{name}' ({packs.DOMAINS_DIR / name / 'domain.yaml'} "
+                            f"does not exist). Fix: use one of {known}, or add the pack (README 'Adding a domain')")
+    return name
+
+
+def _entry(where: str, slug: str, spec: Any, base: dict[str, Any], order: int) -> PolicyVersion:
     if not isinstance(spec, dict):
         raise RegistryError(f"{where}: expected a mapping, got {type(spec).__name__}. Fix: give domain and model")
     unknown = sorted(set(spec) - _KEYS)
@@ -74,63 +123,111 @@ def _entry(path: Path, slug: str, spec: Any, base: dict[str, Any], order: int) -
     bad = sorted(set(sampling) - _SAMPLING) if isinstance(sampling, dict) else ["(not a mapping)"]
     if bad:
         raise RegistryError(f"{where}/sampling: unknown field(s) {bad}. Fix: use only {sorted(_SAMPLING)}")
-    try:
-        temperature = float(sampling.get("temperature", 1.0))
-        top_p = float(sampling.get("top_p", 1.0))
-        max_tokens = int(sampling.get("max_tokens", 1024))
-    except (TypeError, ValueError) as exc:
-        raise RegistryError(f"{where}/sampling: {exc}. Fix: temperature and top_p are numbers, max_tokens an integer") from None
+    temperature = _number(where, sampling, "temperature", 1.0)
+    top_p = _number(where, sampling, "top_p", 1.0)
+    max_tokens = int(_number(where, sampling, "max_tokens", 1024, integer=True))
     if temperature < 0 or not 0 < top_p <= 1 or max_tokens < 1:
         raise RegistryError(f"{where}/sampling: temperature={temperature}, top_p={top_p}, max_tokens={max_tokens} out of "
                             "range. Fix: temperature >= 0, 0 < top_p <= 1, max_tokens >= 1")
     baseline = spec.get("baseline")
     if baseline is not None:
         validate_slug(baseline, where=f"{where}/baseline")
+    if baseline == slug:
+        raise RegistryError(f"{where}/baseline: '{slug}' is its own baseline, so its regression guard compares it "
+                            "with itself and can never fail. Fix: name the version it replaces, or drop baseline for "
+                            "a first version")
     guarded = spec.get("must_not_regress", [])
     if not isinstance(guarded, list) or not all(isinstance(g, str) for g in guarded):
         raise RegistryError(f"{where}/must_not_regress: expected a list of metric names. Fix: e.g. [pass@1]")
+    opt_out = spec.get("judge_trust_opt_out", False)
+    if not isinstance(opt_out, bool):  # "no" or "false" in quotes would be true to bool()
+        raise RegistryError(f"{where}/judge_trust_opt_out: {opt_out!r} is not true or false. Fix: write true or "
+                            "false, unquoted")
     return PolicyVersion(
-        slug=slug, domain=spec["domain"], model=spec["model"], baseline=baseline, temperature=temperature,
-        top_p=top_p, max_tokens=max_tokens, judge_model=spec.get("judge_model", base.get("judge_model", defaults.DEFAULT_JUDGE_MODEL)),
-        user_model=spec.get("user_model", base.get("user_model", "sim/user")), must_not_regress=tuple(guarded),
-        judge_trust_opt_out=bool(spec.get("judge_trust_opt_out", False)), system_prompt=spec.get("system_prompt", ""),
-        order=order,
+        slug=slug, domain=_domain(where, spec["domain"]), model=spec["model"], baseline=baseline,
+        temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+        judge_model=_text(where, spec, "judge_model", base.get("judge_model", defaults.DEFAULT_JUDGE_MODEL)),
+        user_model=_text(where, spec, "user_model", base.get("user_model", "sim/user")), must_not_regress=tuple(guarded),
+        judge_trust_opt_out=opt_out, system_prompt=_text(where, spec, "system_prompt", "", empty=True), order=order,
     )
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, lines: Lines | None = None) -> dict[str, Any]:
     if not path.is_file():
         raise RegistryError(f"{path}: file not found. Fix: create it (see README 'Policy registry')")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"{path}: not valid YAML ({exc}). Fix: correct the syntax") from None
-    return raw if isinstance(raw, dict) else {"policies": None}
+    raw = packs.load_yaml(path, RegistryError, lines) or {}
+    if not isinstance(raw, dict):
+        raise RegistryError(f"{path}: (top level): expected a mapping with 'policies', got {type(raw).__name__}. "
+                            "Fix: start the file with 'policies:' and one entry per version")
+    unknown = sorted(set(raw) - _TOP)
+    if unknown:
+        raise RegistryError(f"{path}: (top level): unknown field(s) {unknown}. Fix: use only {sorted(_TOP)}")
+    return raw
 
 
-def load_registry(path: Path | str = REGISTRY_PATH) -> dict[str, PolicyVersion]:
-    """Load and validate the registry; every problem names the file, the field and the fix."""
-    path = Path(path)
-    raw = _read(path)
-    if not isinstance(raw, dict) or not isinstance(raw.get("policies"), dict) or not raw["policies"]:
-        raise RegistryError(f"{path}: field 'policies' is missing or empty. Fix: add 'policies:' with one entry per version")
-    models = load_models(path)  # a broken models: entry is an error of the registry, whatever reads it
+def _defaults(path: Path, lines: Lines, raw: dict[str, Any]) -> dict[str, Any]:
     base = raw.get("defaults") or {}
+    where = _at(path, lines, "defaults")
+    if not isinstance(base, dict):
+        raise RegistryError(f"{where}: expected a mapping, got {type(base).__name__}. Fix: e.g. defaults: "
+                            "{judge_model: sim/judge, user_model: sim/user}")
+    unknown = sorted(set(base) - _DEFAULTS)
+    if unknown:
+        raise RegistryError(f"{where}: unknown field(s) {unknown}. Fix: use only {sorted(_DEFAULTS)}")
+    for key in sorted(base):
+        _text(where, base, key, "sim/judge" if key == "judge_model" else "sim/user")
+    return base
+
+
+def _check_embedded(where: str, model: str) -> None:
+    if model.startswith(SIM_PREFIX) and not serves(model):
+        raise RegistryError(f"{where}: '{model}' is no embedded model, so every call would fail after the seed steps "
+                            f"ran. Fix: use one of {sim_model_names()} or sim/latency-<ms>, or a litellm model string "
+                            "such as openai/gpt-4o-mini")
+
+
+def _check_baselines(path: Path, lines: Lines, versions: dict[str, PolicyVersion]) -> None:
+    for v in versions.values():
+        if v.baseline is None:
+            continue
+        where = _at(path, lines, "policies", v.slug, "baseline")
+        other = versions.get(v.baseline)
+        if other is None:
+            raise RegistryError(f"{where}: '{v.baseline}' is not registered. Fix: use one of {sorted(versions)}")
+        if other.domain != v.domain:
+            raise RegistryError(f"{where}: '{v.baseline}' serves domain '{other.domain}', not '{v.domain}'. "
+                                "Fix: compare versions of one domain")
+    for v in versions.values():
+        chain = [v.slug]
+        while versions[chain[-1]].baseline is not None:
+            chain.append(versions[chain[-1]].baseline)
+            if chain[-1] in chain[:-1]:
+                cycle = chain[chain.index(chain[-1]):]
+                raise RegistryError(f"{_at(path, lines, 'policies', v.slug, 'baseline')}: the baselines form a cycle "
+                                    f"({' -> '.join(cycle)}), so no version in it has a fixed reference to be compared "
+                                    "with. Fix: give the oldest version of the chain no baseline")
+
+
+def load_registry(path: Path | str | None = None) -> dict[str, PolicyVersion]:
+    """Load and validate the registry (REGISTRY_PATH by default); every problem names the file, the field and the fix."""
+    path = Path(path) if path is not None else REGISTRY_PATH
+    lines: Lines = {}
+    raw = _read(path, lines)
+    if not isinstance(raw.get("policies"), dict) or not raw["policies"]:
+        raise RegistryError(f"{path}: field 'policies' is missing or empty. Fix: add 'policies:' with one entry per version")
+    models = _models(path, lines, raw)  # a broken models: entry is an error of the registry, whatever reads it
+    base = _defaults(path, lines, raw)
     versions = {}
     for order, (slug, spec) in enumerate(raw["policies"].items()):
-        validate_slug(slug, where=f"{path}: policies/")
-        entry = _entry(path, slug, spec, base, order)
+        where = _at(path, lines, "policies", str(slug))
+        validate_slug(slug, where=f"{where}: the version name")
+        entry = _entry(where, slug, spec, base, order)
+        for key in _MODEL_FIELDS:  # a models: entry's own model was checked with the entry
+            if getattr(entry, key) not in models:
+                _check_embedded(f"{where}/{key}", getattr(entry, key))
         versions[slug] = replace(entry, model_id=_backend(models, entry.model),
                                  judge_model_id=_backend(models, entry.judge_model))
-    for v in versions.values():
-        if v.baseline is not None:
-            other = versions.get(v.baseline)
-            if other is None:
-                raise RegistryError(f"{path}: policies/{v.slug}/baseline: '{v.baseline}' is not registered. "
-                                    f"Fix: use one of {sorted(versions)}")
-            if other.domain != v.domain:
-                raise RegistryError(f"{path}: policies/{v.slug}/baseline: '{v.baseline}' serves domain "
-                                    f"'{other.domain}', not '{v.domain}'. Fix: compare versions of one domain")
+    _check_baselines(path, lines, versions)
     return versions
 
 
@@ -138,16 +235,30 @@ def _backend(models: dict[str, ModelConfig], name: str) -> str:
     return models[name].model if name in models else name
 
 
-def load_models(path: Path | str = REGISTRY_PATH) -> dict[str, ModelConfig]:
-    """The registry's named model configs (`models:`); versions, judges and users refer to them by name."""
-    path = Path(path)
-    raw = _read(path)
+def _models(path: Path, lines: Lines, raw: dict[str, Any]) -> dict[str, ModelConfig]:
     section = raw.get("models") or {}
     if not isinstance(section, dict):
-        raise RegistryError(f"{path}: field 'models' must be a mapping of name -> config. Fix: e.g. models: "
+        raise RegistryError(f"{_at(path, lines, 'models')}: must be a mapping of name -> config. Fix: e.g. models: "
                             "{local-agent: {model: openai/my-agent, api_base: http://127.0.0.1:8000/v1}}")
-    return {validate_slug(name, where=f"{path}: models/"): model_config(f"{path}: models/{name}", name, spec)
-            for name, spec in section.items()}
+    out = {}
+    for name, spec in section.items():
+        where = _at(path, lines, "models", str(name))
+        validate_slug(name, where=f"{where}: the model name")
+        try:
+            config = model_config(where, name, spec)
+        except (ArithmeticError, ValueError) as exc:  # float() of a 400-digit timeout, json.dumps of a looped value
+            raise RegistryError(f"{where}: a value cannot be used ({exc.__class__.__name__}: {exc}). Fix: write "
+                                "plain numbers and text (timeout_s and max_concurrency of a usual size)") from None
+        _check_embedded(_at(path, lines, "models", str(name), "model"), config.model)
+        out[name] = config
+    return out
+
+
+def load_models(path: Path | str | None = None) -> dict[str, ModelConfig]:
+    """The registry's named model configs (`models:`); versions, judges and users refer to them by name."""
+    path = Path(path) if path is not None else REGISTRY_PATH
+    lines: Lines = {}
+    return _models(path, lines, _read(path, lines))
 
 
 def versions_for(registry: dict[str, PolicyVersion], domain: str) -> list[PolicyVersion]:

@@ -7,6 +7,7 @@ none: `<domain>/<asset>.parquet`): readable by pyarrow.dataset, DuckDB and Spark
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -16,6 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
+
+from sim_pipeline.errors import WarehouseError
 
 
 def partition_path(base: str | os.PathLike[str], domain: str, asset: str, *, policy_version: str | None = None,
@@ -37,23 +40,73 @@ def to_arrow(data: pd.DataFrame | pa.Table, schema: pa.Schema | None = None) -> 
     return table.replace_schema_metadata(None)  # no pandas metadata: same data, same bytes across pandas versions
 
 
-def write_table(path: UPath, data: pd.DataFrame | pa.Table, schema: pa.Schema | None = None) -> int:
-    """Write atomically: to a temporary file beside the target, then rename. Returns the row count."""
-    table = to_arrow(data, schema)
+def checksum_path(path: UPath) -> UPath:
+    """The sidecar holding a file's sha256: hidden (a leading '.'), so pyarrow.dataset, DuckDB and Spark skip it."""
+    return path.with_name(f".{path.name}.sha256")
+
+
+def _put(path: UPath, data: bytes) -> None:
+    """Write bytes atomically: readers see the old content or the new, never a partial file."""
     if path.protocol in ("", "file", "local"):
         target = Path(path.path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
         try:
-            pq.write_table(table, tmp)
-            os.replace(tmp, target)  # atomic on one file system: readers see the old file or the new one
+            tmp.write_bytes(data)
+            os.replace(tmp, target)  # atomic on one file system
         finally:
             tmp.unlink(missing_ok=True)
     else:
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
-        path.write_bytes(sink.getvalue().to_pybytes())  # one PUT: object stores never show a partial object
+        path.write_bytes(data)  # one PUT: object stores never show a partial object
+
+
+def write_table(path: UPath, data: pd.DataFrame | pa.Table, schema: pa.Schema | None = None, *,
+                checksum_file: bool = True) -> int:
+    """Write atomically, with Parquet page checksums and (for the warehouse's own files) the file's sha256 beside
+    it. Returns the row count."""
+    table = to_arrow(data, schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, write_page_checksum=True)
+    content = sink.getvalue().to_pybytes()
+    # The digest is written after the file: a crash between the two leaves a mismatch, which reads refuse (and
+    # rematerializing fixes), never a silently wrong table.
+    _put(path, content)
+    if checksum_file:
+        _put(checksum_path(path), hashlib.sha256(content).hexdigest().encode())
     return table.num_rows
+
+
+def recorded_sha256(path: UPath) -> str | None:
+    """The sha256 written beside a file, or None for a file written without one (by an older release or a tool)."""
+    sidecar = checksum_path(path)
+    return sidecar.read_text().strip() if sidecar.exists() else None
+
+
+def rematerialize_hint(path: UPath) -> str:
+    """How to rebuild the partition a warehouse path holds (`<domain>/<asset>/[k=v/]...parquet`)."""
+    parts = dict(p.removesuffix(".parquet").split("=", 1) for p in path.parts if "=" in p)
+    folders = [p for p in path.parts[:-1] if "=" not in p]
+    domain, asset = (folders[-2], folders[-1]) if parts else (folders[-1], path.stem)
+    version, seed = parts.get("policy_version"), parts.get("seed")
+    command = f"sim-pipeline run --domain {domain}" + (f" --versions {version}" if version else "") + \
+        (f" --seeds {seed}" if seed else "")
+    which = ", ".join(f"{k}={v}" for k, v in parts.items())
+    return f"Fix: rematerialize {domain}/{asset}" + (f" for {which}" if which else "") + \
+        f" (`{command}`, or Materialize in the UI)"
+
+
+def read_bytes_verified(path: UPath) -> bytes:
+    """A warehouse file's bytes, checked against the sha256 written beside it."""
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise WarehouseError(f"{path}: cannot be read ({exc}). {rematerialize_hint(path)}") from None
+    expected = recorded_sha256(path)
+    if expected is not None and hashlib.sha256(content).hexdigest() != expected:
+        raise WarehouseError(f"{path}: its content does not match the sha256 recorded when it was written "
+                             f"({checksum_path(path).name}): the file is corrupt or was changed since. "
+                             f"{rematerialize_hint(path)}")
+    return content
 
 
 def _nested(field_type: pa.DataType) -> bool:
@@ -62,9 +115,18 @@ def _nested(field_type: pa.DataType) -> bool:
 
 
 def read_table(path: UPath) -> pd.DataFrame:
-    """Read one partition; nested columns come back as Python lists and dicts, not numpy arrays."""
-    with path.open("rb") as handle:
-        table = pq.read_table(handle)
+    """Read one partition, verified (its sha256, then every page's checksum); nested columns come back as Python
+    lists and dicts, not numpy arrays. A corrupt or truncated file is an error naming it and the fix."""
+    content = read_bytes_verified(path)
+    try:  # a damaged file may fail in the footer, a page, or only when a name or value is decoded
+        return table_frame(pq.read_table(pa.BufferReader(content), page_checksum_verification=True))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        detail = str(exc).replace("'<Buffer>'", "it").replace("<Buffer>", "it")  # we read it from memory
+        raise WarehouseError(f"{path}: not a readable Parquet file ({detail}). {rematerialize_hint(path)}") from None
+
+
+def table_frame(table: pa.Table) -> pd.DataFrame:
+    """A DataFrame whose nested columns are Python lists and dicts, not numpy arrays."""
     frame = table.to_pandas()
     for name in table.column_names:
         if _nested(table.schema.field(name).type):

@@ -109,3 +109,75 @@ def test_a_run_whose_sim_pipeline_process_died_is_marked_failed_by_the_next_comm
         assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
         assert instance.get_run_by_id(alive.run_id).status == dg.DagsterRunStatus.STARTED  # still running: untouched
         assert instance.run_monitoring_enabled and not instance.telemetry_enabled  # the project's dagster.yaml
+
+
+# -- a broken pack fails only its own domain; a bad registry registers nothing (issue 17, items 1 and 2) --------
+def test_run_for_one_domain_works_beside_a_broken_pack_and_the_broken_one_fails_clearly(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    from sim_pipeline_tests.domains.broken_pack import BAD_PACK_ERROR, domains_with_a_broken_pack
+
+    root = domains_with_a_broken_pack(tmp_path / "domains")
+    # A fresh process, as a user's command is: nothing imported beforehand hides an import-time failure.
+    script = ("import pathlib, sys; import sim_pipeline.domain as d; d.DOMAINS_DIR = pathlib.Path(sys.argv[1]); "
+              "from sim_pipeline.cli import main; sys.exit(main(sys.argv[2:]))")
+    ran = subprocess.run([sys.executable, "-c", script, str(root), "run", "--domain", "retail", "--versions", "agent-v1",
+                          "--situations", "2", "--samples", "1", "--heldout-samples", "1", "--warehouse",
+                          str(tmp_path / "warehouse"), "--allow-failed-checks"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "Materializing domain 'retail' seed 0" in ran.stdout and "badpack" not in ran.stdout + ran.stderr
+    monkeypatch.setattr("sim_pipeline.domain.DOMAINS_DIR", root)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "other_home"))
+    assert main(["run", "--domain", "badpack"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {root / 'badpack' / 'tools' / 'get_order.json'}: line 2: not valid JSON") and \
+        BAD_PACK_ERROR in err and "Fix: fix the JSON syntax" in err and "Traceback" not in err
+    assert not (tmp_path / "other_home").exists()  # refused before anything was written
+
+
+def test_policies_list_marks_the_versions_of_a_broken_pack(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from sim_pipeline_tests.domains.broken_pack import BAD_PACK_ERROR, domains_with_a_broken_pack
+
+    monkeypatch.setattr("sim_pipeline.domain.DOMAINS_DIR", domains_with_a_broken_pack(tmp_path / "domains"))
+    registry = tmp_path / "policies.yaml"
+    registry.write_text(yaml.safe_dump({"policies": {
+        "agent-v1": {"domain": "retail", "model": "sim/agent-v1"},
+        "bad-v1": {"domain": "badpack", "model": "sim/agent-v1"},
+        "bad-v2": {"domain": "badpack", "model": "sim/agent-v2", "baseline": "bad-v1"}}}))
+    monkeypatch.setattr("sim_pipeline.registry.REGISTRY_PATH", registry)
+    assert main(["policies", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [domain_line] = [line for line in lines if "BROKEN pack:" in line]
+    assert domain_line.startswith("badpack") and BAD_PACK_ERROR in domain_line
+    versions = {line.split()[1]: line for line in lines if "BROKEN pack:" not in line}
+    assert set(versions) == {"agent-v1", "bad-v1", "bad-v2"}
+    assert versions["bad-v1"].endswith("BROKEN (its pack does not load)") and "BROKEN" in versions["bad-v2"]
+    assert "BROKEN" not in versions["agent-v1"]
+
+
+def test_policies_sync_registers_nothing_when_the_registry_has_an_error(tmp_path, monkeypatch, capsys):
+    import dagster as dg
+    import yaml
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    registry = tmp_path / "policies.yaml"
+    monkeypatch.setattr("sim_pipeline.registry.REGISTRY_PATH", registry)
+    good = {"agent-v1": {"domain": "retail", "model": "sim/agent-v1"}}
+    registry.write_text(yaml.safe_dump({"policies": good}))
+    assert main(["policies", "sync"]) == 0 and "retail: added ['agent-v1']" in capsys.readouterr().out
+    for error in ({"agent-v2": {"domain": "../../etc", "model": "sim/agent-v2"}},
+                  {"agent-v2": {"domain": "retail", "model": "sim/agent-v2", "baseline": "agent-v2"}},
+                  {"agent-v2": {"domain": "retail", "model": "sim/agent-v9"}}):
+        registry.write_text(yaml.safe_dump({"policies": {**good, "agent-v3": {"domain": "it_helpdesk",
+                                                                                  "model": "sim/agent-v1"}, **error}}))
+        assert main(["policies", "sync"]) == 2
+        assert f"error: {registry}: line" in capsys.readouterr().err
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert instance.get_dynamic_partitions("retail_policy_version") == ["agent-v1"]
+        assert instance.get_dynamic_partitions("it_helpdesk_policy_version") == []
+        assert not [name for name in ("../../etc_policy_version", "etc_policy_version")
+                    if instance.get_dynamic_partitions(name)]

@@ -412,3 +412,127 @@ def test_eligibility_is_only_planned_where_a_record_can_be_ineligible(pack: Path
     implied = [c for c in validated_constraints(load_domain(pack)) if c.get("rule") == "cancel_before_ship"]
     assert sorted(c["world_state"] for c in implied) == ["already_acted_on", "entity_missing", "partially_completed",
                                                          "unknown"]
+
+
+# -- policy.md lines that used to be dropped (issue 17, item 3) --------------------------------------------
+@pytest.mark.parametrize(("line", "problem", "fix"), [
+    ("- **Refund_Window**: Refunds within 30 days.", "rule id 'Refund_Window' is not lower_snake_case (rule ids "
+     "have no capital letters)", "Fix: write it as '**refund_window**'"),
+    ("- **refund_window:** Refunds within 30 days.", "rule 'refund_window': the ':' is inside the bold",
+     "Fix: write the line as '- **refund_window**: Refunds within 30 days.'"),
+    ("1. **refund_window**: Refunds within 30 days.", "rule 'refund_window' is not a '- ' list item",
+     "Fix: write the line as '- **refund_window**: Refunds within 30 days.'"),
+    ("+ **refund_window**: x", "rule 'refund_window' is not a '- ' list item", "'- **refund_window**: x'"),
+    ("- **refund_window** - Refunds within 30 days.", "rule 'refund_window' has no ':' after its id",
+     "'- **refund_window**: Refunds within 30 days.'"),
+    ("- **refund_window**:", "rule 'refund_window' has no text", "'- **refund_window**: <what the rule says>'"),
+    ("**Refund_Window**: x", "rule id 'Refund_Window' is not lower_snake_case", "'**refund_window**'"),
+    ("- __refund_window__: x", "rule 'refund_window': the id is set in __ __ rather than ** **",
+     "'- **refund_window**: x'"),
+])
+def test_a_line_that_looks_like_a_rule_is_refused_with_its_line(pack: Path, line: str, problem: str, fix: str) -> None:
+    policy = pack / "policy.md"
+    number = len(policy.read_text().splitlines()) + 1
+    policy.write_text(policy.read_text() + line + "\n")
+    _fails(pack, "policy.md", f": line {number}: {problem}", fix)
+
+
+def test_prose_with_bold_words_inside_is_not_a_rule(pack: Path) -> None:
+    policy = pack / "policy.md"
+    policy.write_text(policy.read_text() + "\nThe agent must **never** guess; **Always** be polite.\n")
+    assert len(load_domain(pack).rules) == 7
+
+
+def test_a_rule_referenced_in_another_case_says_so(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"].update(Refund_Limit=s["rules"].pop("refund_limit")))
+    _fails(pack, "domain.yaml", "field 'rules/Refund_Limit': no rule with this id in policy.md, which has "
+           "'refund_limit': the two differ only in case", "Fix: write 'refund_limit'")
+
+
+def test_a_tool_referenced_in_another_case_says_so(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["actions"].update(Cancel_Order=s["actions"].pop("cancel_order")))
+    _fails(pack, "domain.yaml", "field 'actions/Cancel_Order': no such tool in tools/, which has 'cancel_order'",
+           "Fix: write 'cancel_order'")
+    _edit_yaml(pack / "domain.yaml", lambda s: s["actions"].update(cancel_order=s["actions"].pop("Cancel_Order")))
+    _edit_yaml(pack / "domain.yaml", lambda s: s["rules"]["confirm_destructive"].update(tools=["Refund_Order"]))
+    _fails(pack, "domain.yaml", "field 'rules/confirm_destructive': no tool 'Refund_Order' in tools/, which has "
+           "'refund_order'")
+
+
+# -- files a parser would read silently wrong (issue 17, items 1 and 4) ---------------------------------
+def test_a_key_written_twice_in_domain_yaml_names_both_lines(pack: Path) -> None:
+    spec = pack / "domain.yaml"
+    lines = spec.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  refund_limit:"))
+    spec.write_text("\n".join([*lines[:at + 1], "  refund_limit: {kind: argument_limit, tool: refund_order, "
+                                                 "argument: amount, max: 5000}", *lines[at + 1:]]) + "\n")
+    _fails(pack, "domain.yaml", f": line {at + 2}: key 'rules/refund_limit' appears twice (first at line {at + 1})",
+           "Fix: keep one of them")
+
+
+def test_a_key_written_twice_in_a_tool_schema_is_refused(pack: Path) -> None:
+    path = pack / "tools" / "get_order.json"
+    path.write_text(path.read_text().replace('"type": "function",', '"type": "function", "type": "function",', 1))
+    _fails(pack, "tools/get_order.json", ": content: not valid JSON (key(s) ['type'] appear twice in one object",
+           "Fix: fix the JSON")
+
+
+@pytest.mark.parametrize("file", ["policy.md", "domain.yaml", "tools/get_order.json"])
+def test_bytes_that_are_not_utf8_name_the_file_and_line(pack: Path, file: str) -> None:
+    path = pack / file
+    path.write_bytes(path.read_bytes() + b"\n\xff\xfe trailing")
+    number = path.read_bytes().count(b"\n") + 1
+    _fails(pack, file, f": line {number}: byte 0xff is not UTF-8 text", "Fix: save the file as UTF-8")
+
+
+def test_nesting_past_the_bound_is_refused(pack: Path) -> None:
+    deep = "[" * (defaults.DEFINITION_MAX_DEPTH + 5) + "]" * (defaults.DEFINITION_MAX_DEPTH + 5)
+    (pack / "domain.yaml").write_text((pack / "domain.yaml").read_text() + f"stances: {deep}\n")
+    _fails(pack, "domain.yaml", f"nested more than {defaults.DEFINITION_MAX_DEPTH} levels deep",
+           "Fix: flatten the structure")
+    path = pack / "tools" / "get_order.json"
+    path.write_text(path.read_text().rstrip()[:-1] + ', "x": ' + deep + "}")
+    (pack / "domain.yaml").write_text((pack / "domain.yaml").read_text().replace(f"stances: {deep}\n", ""))
+    _fails(pack, "tools/get_order.json", f"nested more than {defaults.DEFINITION_MAX_DEPTH} levels deep")
+
+
+def test_an_alias_that_holds_itself_and_binary_tags_are_refused(pack: Path) -> None:
+    spec = pack / "domain.yaml"
+    original = spec.read_text()
+    spec.write_text(original + "stances: &loop [ordinary, *loop]\n")
+    _fails(pack, "domain.yaml", "'stances/1' is an alias of 'stances', which contains it", "Fix: write the value out")
+    spec.write_text(original + "stances: !!binary aGVsbG8=\n")
+    _fails(pack, "domain.yaml", "the tag tag:yaml.org,2002:binary makes a value that is not plain data")
+
+
+def test_an_unquoted_date_stays_the_text_it_was_written_as(pack: Path) -> None:
+    spec = pack / "domain.yaml"
+    spec.write_text(spec.read_text() + "stances: [ordinary, 2024-05-01]\n")
+    assert load_domain(pack).stances == ("ordinary", "2024-05-01")
+
+
+@pytest.mark.parametrize(("parameters", "problem"), [
+    ({"type": "object", "properties": {"order_id": {"$ref": "#/$defs/missing"}}},
+     "$ref '#/$defs/missing' names nothing in this schema"),
+    ({"type": "object", "properties": {"order_id": {"$ref": "https://example.com/id.json"}}},
+     "names nothing in this schema (references to other files are never fetched)"),
+    ({"type": "object", "properties": {"order_id": {"$ref": "#/$defs/a"}},
+      "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}},
+     "its references loop back to a schema they started from"),
+    ({"type": "object", "properties": {"order_id": {"type": "string", "pattern": "^[0-9]{99999999999}$"}}},
+     "not a usable JSON Schema (OverflowError"),
+    ({"type": "object", "$id": "https://example.com/x", "properties": {"order_id": {"type": "string"}}},
+     "'$id' re-bases the references of a tool schema"),
+])
+def test_tool_schemas_the_sandbox_could_not_validate_with_are_refused(pack: Path, parameters: dict,
+                                                                      problem: str) -> None:
+    _edit_tool(pack, "get_order", lambda s: s["function"].update(parameters=parameters))
+    _fails(pack, "tools/get_order.json", "field 'function/parameters'", problem, "Fix:")
+
+
+def test_local_references_that_resolve_load(pack: Path) -> None:
+    _edit_tool(pack, "get_order", lambda s: s["function"].update(parameters={
+        "type": "object", "properties": {"order_id": {"$ref": "#/$defs/order_id"}, "note": {"$ref": "#tag"}},
+        "required": ["order_id"], "$defs": {"order_id": {"type": "string", "pattern": "^[0-9]{4,6}$"},
+                                            "tag": {"$anchor": "tag", "type": "string"}}}))
+    assert load_domain(pack).tool("get_order").required == ("order_id",)

@@ -102,3 +102,23 @@ def test_human_labels_override_program_labels_where_they_match():
     assert out.loc[0, "gold_reason"] == "human (ana): fine" and out.loc[1, "gold_reason"] == "oracle b"
     assert grades.loc[0, "gold_source"] == "program"  # the input is not modified
     np.testing.assert_array_equal(apply_gold(grades, transcripts, labels.iloc[:0]), grades)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    (label(messages=["Cancel order 48213."]), r"line 2: messages\[0\] is not a chat message"),
+    (label(messages=[{"role": "assistant", "tool_calls": "cancel_order"}]), r"line 2: messages\[0\] is not a chat"),
+    (label(messages=[{"role": "assistant", "tool_calls": [{"function": ["cancel_order"]}]}]),
+     r"line 2: messages\[0\] is not a chat message"),
+    ('{"situation_id": "s1", "situation_id": "s2"}', r"line 2: not valid JSON \(key\(s\) \['situation_id'\] appear twice"),
+    ("[" * 5000 + "]" * 5000, r"line 2: not valid JSON \(nested too deeply to read\)"),
+])
+def test_malformed_lines_are_refused_not_crashed_on(tmp_path, line, message):
+    with pytest.raises(DomainPackError, match=r"labels\.jsonl: " + message):
+        load_gold(pack(tmp_path, label(), line))
+
+
+def test_a_gold_file_that_is_not_utf8_names_the_line(tmp_path):
+    path = pack(tmp_path, label(), label(situation_id="s2")) / "gold" / "labels.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"s2"', b'"s\xe92"'))
+    with pytest.raises(DomainPackError, match=r"labels\.jsonl: line 2: byte 0xe9 is not UTF-8 text"):
+        load_gold(tmp_path)

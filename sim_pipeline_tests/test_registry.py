@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from sim_pipeline.errors import RegistryError
-from sim_pipeline.registry import load_registry, validate_slug, versions_for
+from sim_pipeline.registry import load_models, load_registry, validate_slug, versions_for
 
 
 def write(tmp_path, policies, defaults=None):
@@ -56,3 +56,159 @@ def test_missing_file_and_bad_yaml(tmp_path):
     bad.write_text("policies: [unclosed")
     with pytest.raises(RegistryError, match="not valid YAML"):
         load_registry(bad)
+
+
+# -- definitions that used to load silently wrong (issue 17, item 1) -----------------------------------
+SHIPPED_TEXT = """\
+defaults:
+  judge_model: sim/judge
+policies:
+  agent-v1:
+    domain: retail
+    model: sim/agent-v1
+  agent-v2:
+    domain: retail
+    model: sim/agent-v2
+    baseline: agent-v1
+"""
+
+
+def write_text(tmp_path, text):
+    path = tmp_path / "policies.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_text_loads(tmp_path):
+    assert list(load_registry(write_text(tmp_path, SHIPPED_TEXT))) == ["agent-v1", "agent-v2"]
+
+
+@pytest.mark.parametrize(("pasted", "message"), [
+    # a pasted agent-v2 block: YAML would keep the second, swapping model, baseline and judge without a word
+    ("  agent-v2:\n    domain: retail\n    model: sim/agent-v1\n    judge_model: sim/judge-lenient\n",
+     r"line 11: key 'policies/agent-v2' appears twice \(first at line 7\)"),
+    ("    model: sim/agent-v1\n", r"line 11: key 'policies/agent-v2/model' appears twice \(first at line 9\)"),
+])
+def test_a_key_written_twice_names_file_line_and_fix(tmp_path, pasted, message):
+    path = write_text(tmp_path, SHIPPED_TEXT + pasted)
+    with pytest.raises(RegistryError, match=rf"{path}: {message}.*silently drop the first\. Fix: keep one"):
+        load_registry(path)
+
+
+def test_a_models_entry_written_twice_is_refused(tmp_path):
+    text = "models:\n  local:\n    model: openai/a\n  local:\n    model: openai/b\n" + SHIPPED_TEXT
+    with pytest.raises(RegistryError, match=r"line 4: key 'models/local' appears twice \(first at line 2\)"):
+        load_models(write_text(tmp_path, text))
+
+
+def test_a_version_that_is_its_own_baseline_is_refused(tmp_path):
+    path = write(tmp_path, {"agent-v1": {"domain": "retail", "model": "sim/agent-v1", "baseline": "agent-v1"}})
+    with pytest.raises(RegistryError, match=r"line \d+: policies/agent-v1/baseline: 'agent-v1' is its own baseline.*"
+                                            r"can never fail\. Fix: name the version it replaces"):
+        load_registry(path)
+
+
+def test_a_baseline_cycle_is_refused(tmp_path):
+    path = write(tmp_path, {"a": {"domain": "retail", "model": "sim/agent-v1", "baseline": "c"},
+                            "b": {"domain": "retail", "model": "sim/agent-v1", "baseline": "a"},
+                            "c": {"domain": "retail", "model": "sim/agent-v2", "baseline": "b"}})
+    with pytest.raises(RegistryError, match=r"policies/a/baseline: the baselines form a cycle \(a -> c -> b -> a\).*"
+                                            r"Fix: give the oldest version of the chain no baseline"):
+        load_registry(path)
+
+
+@pytest.mark.parametrize(("domain", "message"), [
+    ("../../etc", r"'\.\./\.\./etc' is not a domain name .*never a path\)\. Fix: use one of \["),
+    ("Retail", r"'Retail' is not a domain name"),
+    ("/tmp", r"'/tmp' is not a domain name"),
+    ("ghost", r"no domain pack 'ghost' \(.*ghost/domain\.yaml does not exist\)\. Fix: use one of \['food_delivery', "
+              r"'it_helpdesk', 'retail'\]"),
+])
+def test_an_unknown_or_path_like_domain_is_refused(tmp_path, domain, message):
+    path = write(tmp_path, {"v1": {"domain": domain, "model": "sim/agent-v1"}})
+    with pytest.raises(RegistryError, match=r"policies/v1/domain: " + message):
+        load_registry(path)
+
+
+def test_a_folder_without_domain_yaml_is_no_domain(tmp_path, monkeypatch):
+    (tmp_path / "packs" / "half").mkdir(parents=True)  # a folder, but no pack
+    monkeypatch.setattr("sim_pipeline.domain.DOMAINS_DIR", tmp_path / "packs")
+    with pytest.raises(RegistryError, match="no domain pack 'half'"):
+        load_registry(write(tmp_path, {"v1": {"domain": "half", "model": "sim/agent-v1"}}))
+
+
+@pytest.mark.parametrize(("entry", "field"), [
+    ({"model": "sim/agent-v9"}, "model"), ({"judge_model": "sim/judge-typo"}, "judge_model"),
+    ({"user_model": "sim/usr"}, "user_model"),
+])
+def test_an_unknown_embedded_model_is_refused_at_load(tmp_path, entry, field):
+    path = write(tmp_path, {"v1": {"domain": "retail", "model": "sim/agent-v1", **entry}})
+    with pytest.raises(RegistryError, match=rf"policies/v1/{field}: '{entry[field]}' is no embedded model, so every "
+                                            r"call would fail after the seed steps ran\. Fix: use one of \['sim/agent-v1'"):
+        load_registry(path)
+
+
+def test_an_unknown_embedded_model_through_models_or_defaults_is_refused(tmp_path):
+    entry = {"v1": {"domain": "retail", "model": "local", "judge_model": "strict"}}
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"models": {"local": "openai/qwen", "strict": {"model": "sim/judgee"}},
+                                    "policies": entry}))
+    for load in (load_models, load_registry):
+        with pytest.raises(RegistryError, match=r"line 4: models/strict/model: 'sim/judgee' is no embedded model"):
+            load(path)
+    with pytest.raises(RegistryError, match=r"policies/v1/judge_model: 'sim/jduge' is no embedded model"):
+        load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "sim/agent-v1"}},
+                            defaults={"judge_model": "sim/jduge"}))
+
+
+def test_embedded_models_that_exist_load(tmp_path):
+    path = write(tmp_path, {"v1": {"domain": "retail", "model": "sim/latency-50", "judge_model": "sim/judge-noisy",
+                                   "user_model": "sim/user"}})
+    assert load_registry(path)["v1"].model == "sim/latency-50"
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"sampling": {"temperature": 10 ** 400}}, r"sampling/temperature: 1000.* is not a finite number"),
+    ({"sampling": {"max_tokens": 1.5}}, r"sampling/max_tokens: 1\.5 is not a whole number"),
+    ({"sampling": {"top_p": True}}, r"sampling/top_p: True is not a finite number"),
+    ({"judge_model": ["sim/judge"]}, r"judge_model: \['sim/judge'\] is not a model name"),
+    ({"system_prompt": 3}, r"system_prompt: 3 is not text"),
+    ({"judge_trust_opt_out": "no"}, r"judge_trust_opt_out: 'no' is not true or false"),
+])
+def test_values_of_the_wrong_type_are_refused_not_coerced(tmp_path, entry, message):
+    with pytest.raises(RegistryError, match=message):
+        load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "sim/agent-v1", **entry}}))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("polices:\n  v1: {domain: retail, model: sim/agent-v1}\n", r"unknown field\(s\) \['polices'\]"),
+    ("defaults: {judge: sim/judge}\n" + SHIPPED_TEXT.split("\n", 2)[2], r"defaults: unknown field\(s\) \['judge'\]"),
+    ("policies:\n  v1: {domain: retail, model: sim/agent-v1, system_prompt: &a [*a]}\n",
+     "is an alias of 'policies/v1/system_prompt', which contains it"),
+    ("policies:\n  on: {domain: retail, model: sim/agent-v1}\n", r"key 'on' under 'policies' is not text.*quote it"),
+    ("policies:\n  v1: {domain: retail, model: sim/agent-v1, system_prompt: 2024-05-01}\n", None),
+])
+def test_yaml_that_would_be_read_wrong_is_refused(tmp_path, text, message):
+    path = write_text(tmp_path, text)
+    if message is None:  # an unquoted date stays the text it was written as
+        assert load_registry(path)["v1"].system_prompt == "2024-05-01"
+        return
+    with pytest.raises(RegistryError, match=message):
+        load_registry(path)
+
+
+def test_a_registry_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "policies.yaml"
+    path.write_bytes(SHIPPED_TEXT.encode().replace(b"sim/agent-v2", b"sim/agent-\xe9"))
+    with pytest.raises(RegistryError, match=r"line 9: byte 0xe9 is not UTF-8 text\. Fix: save the file as UTF-8"):
+        load_registry(path)
+
+
+@pytest.mark.parametrize(("field", "value"), [("timeout_s", "1" + "0" * 400), ("timeout_s", ".inf"),
+                                              ("max_concurrency", ".inf"), ("max_concurrency", "2.5")])
+def test_a_models_entry_number_out_of_range_names_its_field(tmp_path, field, value):
+    path = tmp_path / "policies.yaml"
+    path.write_text(f"models:\n  local:\n    model: openai/x\n    {field}: {value}\n"
+                    "policies:\n  a:\n    domain: retail\n    model: local\n")
+    with pytest.raises(RegistryError, match=f"models/local/{field}: .*Fix: e.g."):
+        load_registry(path)

@@ -1,10 +1,15 @@
-"""Parquet storage: hive paths, nested columns round trip, and a crash mid-write leaves no file."""
+"""Parquet storage: hive paths, nested columns round trip, a crash mid-write leaves no file, and a changed byte
+is refused with the file and the fix named."""
+
+from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim_pipeline import warehouse
+from sim_pipeline.errors import WarehouseError
 from sim_pipeline.rollout.row import ROLLOUT_SCHEMA
 
 
@@ -33,17 +38,20 @@ def test_crash_mid_write_leaves_no_partial_file(tmp_path, monkeypatch):
     path = warehouse.partition_path(tmp_path, "retail", "rollouts", policy_version="v1", seed=0)
     warehouse.write_table(path, pd.DataFrame({"a": [1]}))
     before = path.read_bytes()
+    real_write = Path.write_bytes
 
-    def crash(table, where, **kwargs):
-        with open(where, "wb") as handle:
-            handle.write(b"PAR1 half a file")
+    def crash(self, data):
+        real_write(self, data[: len(data) // 2])  # half the bytes reach the disk, then the disk is full
         raise OSError("disk full")
 
-    monkeypatch.setattr(pq, "write_table", crash)
+    monkeypatch.setattr(Path, "write_bytes", crash)
     with pytest.raises(OSError, match="disk full"):
         warehouse.write_table(path, pd.DataFrame({"a": [2]}))
-    assert path.read_bytes() == before  # the old file is untouched
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # and no temporary file is left
+    monkeypatch.undo()
+    assert path.read_bytes() == before  # the old file is untouched, and still matches its recorded sha256
+    assert warehouse.read_table(path)["a"].tolist() == [1]
+    # and no temporary file is left: the table and its hidden checksum
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, warehouse.checksum_path(path).name])
 
 
 def test_read_partitions_reports_missing(tmp_path):
@@ -58,3 +66,41 @@ def test_rollout_schema_is_fixed_even_for_empty_partitions():
     from sim_pipeline.rollout.row import rollout_table
 
     assert rollout_table(pd.DataFrame()).schema == ROLLOUT_SCHEMA
+
+
+def _written(tmp_path):
+    path = warehouse.partition_path(tmp_path, "retail", "grades", policy_version="agent-v1", seed=0)
+    warehouse.write_table(path, pd.DataFrame({"rollout_id": [f"r{i}" for i in range(50)], "reward": [1.0] * 50}))
+    return path
+
+
+@settings(max_examples=60, deadline=None)
+@given(position=st.floats(min_value=0, max_value=1, exclude_max=True), bit=st.integers(min_value=0, max_value=7))
+def test_any_flipped_bit_is_refused_naming_the_file_and_the_fix(tmp_path_factory, position, bit):
+    path = _written(tmp_path_factory.mktemp("w"))
+    content = bytearray(path.read_bytes())
+    content[int(position * len(content))] ^= 1 << bit
+    path.write_bytes(bytes(content))
+    with pytest.raises(WarehouseError, match="Fix: rematerialize retail/grades for policy_version=agent-v1, seed=0") as error:
+        warehouse.read_table(path)
+    assert str(path) in str(error.value)
+
+
+def test_a_truncated_file_names_itself_even_without_its_checksum(tmp_path):
+    path = _written(tmp_path)
+    warehouse.checksum_path(path).unlink()  # as an older release or another tool would have left it
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(WarehouseError, match="not a readable Parquet file") as error:
+        warehouse.read_table(path)
+    assert str(path) in str(error.value) and "<Buffer>" not in str(error.value)
+
+
+def test_report_on_a_corrupt_partition_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    from sim_pipeline.cli import main
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    path = _written(tmp_path / "warehouse")
+    path.write_bytes(path.read_bytes()[:-10])
+    assert main(["report", "--warehouse", str(tmp_path / "warehouse")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}") and "Traceback" not in err and err.count("\n") == 1

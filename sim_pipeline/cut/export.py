@@ -176,7 +176,7 @@ def _write(fmt: str, path: Path, rows: list) -> str | None:
 def _write_parquet(path: Path, rows: list[dict]) -> None:
     try:
         table = pa.Table.from_pylist(rows)
-        write_table(UPath(path), table)
+        write_table(UPath(path), table, checksum_file=False)  # a trainer's file, handed on: no warehouse sidecar
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise ExportError(
             f"{path}: the rows do not fit one Parquet schema ({exc}); a column takes different JSON types in "

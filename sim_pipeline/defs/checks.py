@@ -57,6 +57,9 @@ def rollout_metadata(rows: pd.DataFrame) -> dict[str, object]:
         "model_calls": int(rows["model_calls"].sum()), "cost_usd": float(rows["cost"].fillna(0).sum()),
         "oracle_pass_rate": round(float(labels.mean()), 4) if len(labels := rows["oracle_reward"].dropna()) else None,
         "error_share": round(rollout_health(rows).share, 4),
+        # Wall-clock, so here and not in the table (whose bytes must not depend on the machine's speed).
+        "latency_s": dg.MetadataValue.json({q: round(float(rows["latency_s"].quantile(v)), 4)
+                                            for q, v in (("p50", 0.5), ("p95", 0.95), ("max", 1.0))}),
     }
 
 
@@ -166,7 +169,7 @@ def publish_gate_result(gate: GateResult) -> dg.AssetCheckResult:
 
 
 def must_not_regress_result(report: pd.DataFrame, version: PolicyVersion) -> dg.AssetCheckResult:
-    """Fails when a must_not_regress metric's interval lies wholly on the bad side."""
+    """Fails when a must_not_regress metric's verdict is FAIL (the same rule as the delta's verdict)."""
     failures = must_not_regress_failures(report, version.must_not_regress) if len(report) else ()
     return dg.AssetCheckResult(check_name=MUST_NOT_REGRESS, passed=not failures, severity=dg.AssetCheckSeverity.ERROR,
                                metadata={"guarded": dg.MetadataValue.json(list(version.must_not_regress)),

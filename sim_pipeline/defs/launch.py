@@ -102,18 +102,20 @@ def made_by(instance: dg.DagsterInstance, domain: str, seed: str, versions: list
 
 def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
                        warehouse: str, log: Callable[[str], None] = print,
-                       sizes: Mapping[str, Any] | None = None) -> list[RunOutcome]:
+                       sizes: Mapping[str, Any] | None = None, concurrency: int | None = None) -> list[RunOutcome]:
     """Run the eight steps for one seed and the given versions; returns each run's label, success and id.
 
     `sizes` overrides fields of the `simulation` resource (n_phrasings, train_samples, heldout_samples,
-    max_situations, ...) for a smaller or larger run.
+    max_situations, ...) for a smaller or larger run; `concurrency` the model calls the gateway keeps in flight.
     """
     defs = build_definitions([domain], warehouse=warehouse)
     resources = dict(defs.resources)
-    if sizes:  # a new resource: Dagster builds a run's resources from their config, not from a pydantic copy
-        current = resources["simulation"]
-        resources["simulation"] = type(current)(**{**{k: getattr(current, k) for k in type(current).model_fields},
-                                                   **sizes})
+    # New resources, not pydantic copies: Dagster builds a run's resources from their config.
+    for name, fields in (("simulation", sizes), ("gateway", {"concurrency": concurrency} if concurrency else None)):
+        if fields:
+            current = resources[name]
+            resources[name] = type(current)(**{**{k: getattr(current, k) for k in type(current).model_fields},
+                                               **fields})
     # The named jobs the UI lists (not Dagster's __ephemeral_asset_job__), with this run's resources.
     jobs = dg.Definitions(assets=list(defs.assets or []), resources=resources,
                           jobs=[axes_job(domain), seed_job(domain), policy_job(domain), delta_job(domain)])

@@ -81,6 +81,7 @@ class WarehouseResource(dg.ConfigurableResource):
         if not path.exists():
             return False
         path.unlink()
+        warehouse.checksum_path(path).unlink(missing_ok=True)
         return True
 
 

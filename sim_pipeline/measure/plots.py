@@ -40,8 +40,8 @@ def plot_paired_differences(
     """PNG of the per-task paired differences of one metric (sorted), their mean, and its confidence interval.
 
     `differences` is a `paired_differences` table; the interval and verdict come from `report` (a
-    `delta_report` table) when given, else from a paired percentile bootstrap over tasks (Efron & Tibshirani
-    1993) with `seed`.
+    `delta_report` table) when given, else from the delta's own paired bootstrap over tasks (`DELTA_CI_METHOD`,
+    bounded to [-1, 1] as differences of rates are) with `seed`.
     """
     missing = [col for col in ("metric", "difference") if col not in differences.columns]
     if missing:
@@ -54,7 +54,7 @@ def plot_paired_differences(
         mean, low, high, verdict = (float(row["delta"]), float(row["ci_low"]), float(row["ci_high"]),
                                     str(row["verdict"]))
     else:
-        interval = paired_bootstrap_ci(values, n_resamples=n_resamples, seed=seed)
+        interval = paired_bootstrap_ci(values, n_resamples=n_resamples, seed=seed, bounds=(-1.0, 1.0))
         mean, low, high, verdict = interval.estimate, interval.low, interval.high, ""
     title = f"{metric}: candidate - baseline per task (n={values.size})" + (f" - {verdict}" if verdict else "")
 

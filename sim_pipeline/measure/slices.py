@@ -29,8 +29,9 @@ def delta_slices(
 ) -> pd.DataFrame:
     """One paired comparison of `metric` per (axis, value) slice of the shared held-out tasks.
 
-    Each slice gets the delta report's paired bootstrap interval (Efron & Tibshirani 1993), sign-flip p
-    (Fisher 1935) and verdict; slices with fewer than `min_tasks` paired tasks are INSUFFICIENT DATA. Many
+    Each slice gets the delta report's paired bootstrap interval (Hall 1988), sign-flip p (Fisher 1935) and
+    verdict; slices with fewer than `min_tasks` paired tasks are INSUFFICIENT DATA, and those with fewer than
+    `MIN_TASKS_FOR_VERDICT` show their numbers with an INCONCLUSIVE verdict (see `verdict_of`). Many
     slices mean many tests, so `q_value` adjusts the p-values of the tested slices for the false discovery
     rate (Benjamini & Hochberg 1995): read a slice PASS/FAIL whose q is large as a lead, not a finding.
     """

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from functools import cache
@@ -11,6 +13,11 @@ from typing import Any
 
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.seeding import digest
+
+LOG = logging.getLogger(__name__)
+# Entries carry the sha256 of their JSON: a flipped bit or a hand edit is a logged miss, never a wrong answer.
+# (The table's name changed with the checksum column: older cache files are simply not read.)
+TABLE = "responses_v2"
 
 
 @cache
@@ -48,39 +55,52 @@ class ResponseCache:
             # No fsync per response: with WAL a crash may lose the last few entries (re-asked next run), never
             # corrupt the file; a commit per put with fsync cost 2.3 of make run's 31 s.
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                             "sha256 TEXT NOT NULL)")
             self._db.commit()
         except sqlite3.DatabaseError as exc:
             raise ModelCallError(f"model cache {self.path} is unreadable ({exc}). Fix: delete it (it only saves "
                                  "repeated calls) or point the gateway's cache_dir elsewhere") from None
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The cached response for a key, or None (an entry that does not decode is a miss, not a crash)."""
+        """The cached response for a key, or None: an entry that fails its checksum or does not decode is a logged
+        miss (and is dropped, so the fresh answer takes its place), never a crash or a wrong answer."""
         with self._lock:
-            row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute(f"SELECT value, sha256 FROM {TABLE} WHERE key = ?", (key,)).fetchone()
         if not row:
             return None
-        try:
-            value = json.loads(row[0])
-        except ValueError:
-            value = None
+        text, checksum = row
+        value = None
+        if _sha256(text) == checksum:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
         if isinstance(value, dict) and "message" in value:
             return value
-        with self._lock:  # drop it, so the fresh answer is stored in its place
-            self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+        LOG.warning("model cache %s: entry %s failed its checksum or does not decode; asking the model again",
+                    self.path, key[:16])
+        with self._lock:
+            self._db.execute(f"DELETE FROM {TABLE} WHERE key = ?", (key,))
             self._db.commit()
         return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store a response (the first write wins: responses for one key are interchangeable)."""
+        text = json.dumps(value)
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO responses (key, value) VALUES (?, ?)", (key, json.dumps(value)))
+            self._db.execute(f"INSERT OR IGNORE INTO {TABLE} (key, value, sha256) VALUES (?, ?, ?)",
+                             (key, text, _sha256(text)))
             self._db.commit()
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+            return int(self._db.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])
 
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

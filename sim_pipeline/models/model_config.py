@@ -9,6 +9,7 @@ through to the provider, and whether to ask for logprobs. A plain model string i
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -92,11 +93,15 @@ def model_config(where: str, name: str, spec: Any) -> ModelConfig:
                             "variable's name in capitals, e.g. LOCAL_LLM_API_KEY (never the key itself)")
     try:
         timeout = float(spec.get("timeout_s", defaults.MODEL_TIMEOUT_S))
-        cap = spec.get("max_concurrency")
-        cap = None if cap is None else int(cap)
-    except (TypeError, ValueError):
-        raise RegistryError(f"{where}: timeout_s must be a number and max_concurrency an integer. Fix: e.g. "
-                            "timeout_s: 60, max_concurrency: 4") from None
+    except (TypeError, ValueError, OverflowError):
+        timeout = math.nan
+    if not math.isfinite(timeout):
+        raise RegistryError(f"{where}/timeout_s: {str(spec.get('timeout_s'))[:40]!r} is not a finite number of "
+                            "seconds. Fix: e.g. timeout_s: 60") from None
+    cap = spec.get("max_concurrency")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)):
+        raise RegistryError(f"{where}/max_concurrency: {str(cap)[:40]!r} is not a whole number. Fix: e.g. "
+                            "max_concurrency: 4") from None
     if timeout <= 0 or (cap is not None and cap < 1):
         raise RegistryError(f"{where}: timeout_s={timeout}, max_concurrency={cap}. Fix: timeout_s > 0, "
                             "max_concurrency >= 1")
@@ -111,7 +116,7 @@ def model_config(where: str, name: str, spec: Any) -> ModelConfig:
                             "api_key_env, the timeout under timeout_s)")
     try:
         json.dumps(params, sort_keys=True)
-    except TypeError:
+    except (TypeError, ValueError, RecursionError):  # not plain data, or a structure that contains itself
         raise RegistryError(f"{where}/params: values must be plain YAML (numbers, strings, lists, mappings)") from None
     logprobs = spec.get("logprobs", "auto")
     if logprobs is True or logprobs is False:  # YAML on/off read as booleans

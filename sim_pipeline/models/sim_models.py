@@ -36,6 +36,11 @@ def sim_model_names() -> list[str]:
     return sorted(PREFIX + n for n in [*defaults.AGENT_PROFILES, "user", "writer", *JUDGES])
 
 
+def serves(model: str) -> bool:
+    """Whether the embedded backend answers this sim/ model (one of sim_model_names(), or sim/latency-<ms>)."""
+    return model in sim_model_names() or bool(model.startswith(PREFIX) and LATENCY.match(model.removeprefix(PREFIX)))
+
+
 def latency_seconds(model: str) -> float:
     """The injected latency of a sim/latency-<ms> model (0 for every other model)."""
     match = LATENCY.match(model.removeprefix(PREFIX))

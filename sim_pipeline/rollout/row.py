@@ -41,8 +41,11 @@ ROLLOUT_SCHEMA = pa.schema([
     ("behavior_signature", pa.string()), ("behavior", pa.string()), ("tool_events", pa.list_(TOOL_EVENT)),
     ("user_events", pa.list_(USER_EVENT)),
     ("n_turns", pa.int64()), ("oracle_reward", pa.float64()), ("oracle_reason", pa.string()),
-    ("prompt_tokens", pa.int64()), ("cost", pa.float64()), ("model_calls", pa.int64()), ("latency_s", pa.float64()),
+    ("prompt_tokens", pa.int64()), ("cost", pa.float64()), ("model_calls", pa.int64()),
 ])
+# Wall-clock fields the runner measures but the table leaves out: with them, two runs of one seed would differ
+# in bytes. The rollouts asset's metadata summarises them instead.
+TIMING_COLUMNS = ("latency_s",)
 
 
 def rollout_table(rows: pd.DataFrame) -> pa.Table:

@@ -6,6 +6,8 @@ import pytest
 
 from sim_pipeline import defaults, warehouse
 from sim_pipeline.defs.partitions import partition_key
+from sim_pipeline.errors import SimPipelineError
+from sim_pipeline.grade import judge_trust
 from sim_pipeline.registry import load_registry, versions_for
 from sim_pipeline.report import render
 from sim_pipeline_tests.scripted_server import ScriptedServer, always
@@ -98,7 +100,7 @@ def test_a_cut_its_gate_refuses_writes_nothing_and_removes_the_earlier_file(smal
     assert ("retail", "sft") not in materialized(result) and not sft.exists()
 
 
-def test_the_grades_step_records_its_verdict_once_and_the_cuts_obey_that_record(small_defs, instance):
+def test_the_grades_step_records_its_verdict_once_and_the_cuts_obey_that_record(small_defs, instance, monkeypatch):
     assets, resources, base = small_defs
     run(assets, resources, instance, ["axes"], None)
     run(assets, resources, instance, SEED_STEPS[1:], "0")
@@ -108,11 +110,37 @@ def test_the_grades_step_records_its_verdict_once_and_the_cuts_obey_that_record(
     path = warehouse.partition_path(base, "retail", "grades", policy_version="agent-v1", seed="0")
     grades = warehouse.read_table(path)
     assert set(grades["judge_trust"]) == {"trusted"} and set(grades["judge_trust_flags"]) == {"[]"}
-    # The record is what the gate reads: marked untrusted, the very same grades give no cut.
-    warehouse.write_table(path, grades.assign(judge_trust="untrusted", judge_trust_flags='["leak: made up"]'))
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("a cut recomputed the verdict instead of reading the record")
+
+    monkeypatch.setattr(judge_trust, "judge_trust_report", recomputed)
+    cut = run(assets, resources, instance, ["sft"], key)  # the gate reads the recorded verdict
+    assert cut.success and check_results(cut)[(("retail", "sft"), "publish_gate")] is True
+
+
+def test_a_changed_input_file_is_refused_naming_the_file_and_the_fix(small_defs, instance):
+    assets, resources, base = small_defs
+    run(assets, resources, instance, ["axes"], None)
+    run(assets, resources, instance, SEED_STEPS[1:], "0")
+    key = partition_key("agent-v1", "0")
+    run(assets, resources, instance, ["search", "rollouts", "grades"], key)
+    path = warehouse.partition_path(base, "retail", "grades", policy_version="agent-v1", seed="0")
+    grades = warehouse.read_table(path)
+    # Rewritten with a consistent checksum beside it (a restore, another tool): not the file this instance made.
+    warehouse.write_table(path, grades.assign(judge_trust="untrusted"))
     refused = run(assets, resources, instance, ["sft"], key)
-    assert check_results(refused)[(("retail", "sft"), "publish_gate")] is False
-    assert not warehouse.partition_path(base, "retail", "sft", policy_version="agent-v1", seed="0").exists()
+    assert not refused.success and not warehouse.partition_path(base, "retail", "sft", policy_version="agent-v1",
+                                                                 seed="0").exists()
+    [failure] = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = str(failure.event_specific_data.error)
+    assert str(path) in message and "Fix: rematerialize retail/grades for policy_version=agent-v1, seed=0" in message
+    # One flipped byte with the old checksum beside it: the read itself refuses.
+    content = bytearray(path.read_bytes())
+    content[len(content) // 2] ^= 0x01
+    path.write_bytes(bytes(content))
+    with pytest.raises(SimPipelineError, match="does not match the sha256 recorded"):
+        warehouse.read_table(path)
 
 
 def test_same_seed_gives_same_rollout_bytes(small_defs, instance, tmp_path):
@@ -120,11 +148,14 @@ def test_same_seed_gives_same_rollout_bytes(small_defs, instance, tmp_path):
     run(assets, resources, instance, ["axes"], None)
     run(assets, resources, instance, SEED_STEPS[1:], "0")
     path = warehouse.partition_path(base, "retail", "rollouts", policy_version="agent-v2", seed="0")
-    frames = []
+    contents = []
     for _ in range(2):
-        run(assets, resources, instance, ["search", "rollouts"], partition_key("agent-v2", "0"))
-        frames.append(warehouse.read_table(path).drop(columns=["latency_s"]))
-    pd.testing.assert_frame_equal(frames[0], frames[1])
+        result = run(assets, resources, instance, ["search", "rollouts"], partition_key("agent-v2", "0"))
+        contents.append(path.read_bytes())
+    assert contents[0] == contents[1]  # no wall-clock column in the table: byte for byte
+    [latency] = [e.event_specific_data.materialization.metadata["latency_s"].value for e in result.all_events
+                 if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key.path[-1] == "rollouts"]
+    assert set(latency) == {"p50", "p95", "max"}  # timings stay visible, as metadata
 
 
 @pytest.mark.parametrize("slug", ["broken-v1", "http-v1"])

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sim_pipeline.defaults import DELTA_MIN_SHARED_TASKS, EQUIVALENCE_MARGIN, MIN_TASKS_FOR_VERDICT
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.measure.delta import DELTA_COLUMNS, delta_report, holdout_size, must_not_regress_failures
 from sim_pipeline.measure.stats import paired_bootstrap_ci, sign_flip_test
@@ -49,11 +50,37 @@ def test_clearly_better_candidate_passes() -> None:
     assert report.loc["pass@1", "ci_low"] > 0
 
 
-def test_identical_tables_show_no_difference() -> None:
+def test_identical_tables_are_inconclusive_not_no_difference() -> None:
+    # Every task moved by exactly 0: a zero-width interval says nothing about how far other tasks could move,
+    # so it is INCONCLUSIVE (it used to read NO DIFFERENCE, also at n=10 where the true delta was ~0.12).
     baseline = _grades("v1", 0.5)
     report = _report(baseline, baseline.assign(policy_version="v2"))
-    assert set(report["verdict"]) == {"NO DIFFERENCE"}
+    assert set(report["verdict"]) == {"INCONCLUSIVE"}
     assert (report["delta"] == 0).all() and (report["p_value"] == 1).all()
+    assert (report["ci_low"] == report["ci_high"]).all()
+    assert report["reason"].str.contains("zero width").all()
+
+
+def test_a_negligible_change_on_many_tasks_is_no_difference(grades_builder) -> None:
+    rng = np.random.default_rng(3)
+    before = (rng.random((120, 4)) < rng.beta(0.3, 0.7, (120, 1))).astype(float)
+    after = before.copy()
+    after[::12, 0] = 1.0 - after[::12, 0]  # one sample of every 12th task flips
+    report = delta_report(grades_builder("v1", before), grades_builder("v2", after), baseline_version="v1",
+                          candidate_version="v2", markers={}, n_resamples=RESAMPLES).set_index("metric")
+    row = report.loc["pass@1"]
+    assert row["verdict"] == "NO DIFFERENCE" and "equivalence (TOST) p=" in row["reason"]
+    assert -EQUIVALENCE_MARGIN < row["ci_low"] < row["ci_high"] < EQUIVALENCE_MARGIN
+
+
+def test_too_few_tasks_show_numbers_but_no_verdict() -> None:
+    # 12 shared tasks: enough to compute (DELTA_MIN_SHARED_TASKS) but below MIN_TASKS_FOR_VERDICT, so even a
+    # large improvement is INCONCLUSIVE, with its delta, interval and p shown.
+    assert DELTA_MIN_SHARED_TASKS <= 12 < MIN_TASKS_FOR_VERDICT
+    report = _report(_grades("v1", 0.1, n_tasks=12), _grades("v2", 0.9, n_tasks=12, seed=1))
+    row = report.loc["pass@1"]
+    assert row["verdict"] == "INCONCLUSIVE" and row["delta"] > 0.5 and row["ci_low"] > 0 and row["p_value"] < 0.05
+    assert f"a verdict needs {MIN_TASKS_FOR_VERDICT}" in row["reason"]
 
 
 def test_same_policy_resampled_is_not_a_pass_or_fail() -> None:
@@ -68,7 +95,7 @@ def test_delta_is_the_mean_paired_difference() -> None:
     before = baseline.groupby("situation_id")["reward"].mean()
     after = candidate.groupby("situation_id")["reward"].mean()
     diffs = (after - before).to_numpy()
-    interval = paired_bootstrap_ci(diffs, n_resamples=RESAMPLES, seed=4)
+    interval = paired_bootstrap_ci(diffs, n_resamples=RESAMPLES, bounds=(-1.0, 1.0), seed=4)
     assert row["before"] == pytest.approx(before.mean()) and row["after"] == pytest.approx(after.mean())
     assert row["delta"] == pytest.approx(diffs.mean())
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((interval.low, interval.high))
@@ -150,17 +177,35 @@ def test_holdout_size() -> None:
         holdout_size(0.1, sd=-1)
 
 
-def test_guard_fails_on_the_interval_even_when_the_test_waits() -> None:
-    # Few tasks: the interval sits on the worse side but p >= 0.05, so the verdict is INCONCLUSIVE; the
-    # must-not-regress guard still fails the run on the interval.
+def test_guard_fires_on_fail_verdicts_only() -> None:
+    # The guard used to fail a run on an interval on the worse side even when the sign-flip test disagreed
+    # (INCONCLUSIVE); that fired 3-5% of the time on identical versions against 2.5% nominal. Now it uses the
+    # verdict's rule: an INCONCLUSIVE row never fails the run, a FAIL row always does.
     report = pd.DataFrame({
-        "metric": ["pass@1", "marker_refusal", "marker_truncated"],
-        "direction": ["higher_is_better", "lower_is_better", "lower_is_better"],
-        "ci_low": [-0.20, 0.01, -0.1], "ci_high": [-0.01, 0.20, 0.1],
-        "verdict": ["INCONCLUSIVE", "INCONCLUSIVE", "INCONCLUSIVE"],
+        "metric": ["pass@1", "marker_refusal", "marker_truncated", "pass^4"],
+        "direction": ["higher_is_better", "lower_is_better", "lower_is_better", "higher_is_better"],
+        "ci_low": [-0.20, 0.01, -0.1, -0.3], "ci_high": [-0.01, 0.20, 0.1, -0.1],
+        "verdict": ["INCONCLUSIVE", "INCONCLUSIVE", "INCONCLUSIVE", "FAIL"],
     })
-    assert must_not_regress_failures(report, ("pass@1", "refusal", "truncated")) == ("pass@1", "marker_refusal")
+    guarded = ("pass@1", "refusal", "truncated", "pass^k")
+    assert must_not_regress_failures(report, guarded) == ("pass^4",)
     assert must_not_regress_failures(report, ("truncated",)) == ()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_guard_agrees_with_the_verdict(seed: int) -> None:
+    # Candidates from much worse to much better: the guard fails exactly the guarded metrics whose verdict is FAIL.
+    rng = np.random.default_rng(seed)
+    rates = rng.beta(0.5, 0.5, 40)
+    shift = (-0.4, -0.15, -0.05, 0.0, 0.1, 0.4)[seed]
+    baseline = _grades("v1", rates, seed=seed, refusal=0.2)
+    candidate = _grades("v2", np.clip(rates + shift, 0, 1), seed=seed + 10, refusal=0.2 - shift / 2)
+    report = delta_report(baseline, candidate, baseline_version="v1", candidate_version="v2",
+                          markers={"refusal": "lower_is_better"}, n_resamples=500)
+    guarded = tuple(report["metric"])
+    assert must_not_regress_failures(report, guarded) == tuple(report.loc[report["verdict"] == "FAIL", "metric"])
+    if shift <= -0.15:
+        assert "pass@1" in must_not_regress_failures(report, ("pass@1",))
 
 
 def test_direction_column() -> None:

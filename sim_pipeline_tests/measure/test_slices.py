@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from sim_pipeline.axes import AXIS_NAMES
+from sim_pipeline.defaults import MIN_TASKS_FOR_VERDICT
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.measure.pairing import paired_differences
 from sim_pipeline.measure.slices import SLICE_COLUMNS, delta_slices
@@ -29,8 +30,10 @@ def test_planted_slice_effect(grades_builder) -> None:
     by_slice = table.set_index(["axis", "value"])
     assert by_slice.loc[("tool_condition", "timeout"), "verdict"] == "PASS"
     assert by_slice.loc[("tool_condition", "timeout"), "q_value"] < 0.05
-    assert by_slice.loc[("tool_condition", "success"), "verdict"] == "NO DIFFERENCE"
+    # Untouched tasks differ by exactly 0: a zero-width interval, INCONCLUSIVE rather than NO DIFFERENCE.
+    assert by_slice.loc[("tool_condition", "success"), "verdict"] == "INCONCLUSIVE"
     assert by_slice.loc[("tool_condition", "success"), "p_value"] == 1.0
+    assert by_slice.loc[("tool_condition", "success"), "delta"] == 0.0
     assert set(table["axis"]) == set(AXIS_NAMES)
     assert (table.groupby("axis")["n_tasks"].sum() == 60).all()  # every task in exactly one slice per axis
 
@@ -45,6 +48,14 @@ def test_slice_numbers_match_the_paired_differences(grades_builder) -> None:
     assert (got.loc[expected.index, "n_tasks"] == expected["size"]).all()
     tested = table.dropna(subset=["p_value"])
     assert (tested["q_value"] >= tested["p_value"] - 1e-12).all()  # BH never lowers a p-value
+
+
+def test_slices_below_the_verdict_minimum_show_numbers_but_no_verdict(grades_builder) -> None:
+    # 12 tasks per stance: tested (>= DELTA_SLICE_MIN_TASKS) but below MIN_TASKS_FOR_VERDICT.
+    table = delta_slices(*_planted(grades_builder), axes=("stance",), n_resamples=RESAMPLES, **VERSIONS)
+    assert (table["n_tasks"] == 12).all() and 12 < MIN_TASKS_FOR_VERDICT
+    assert set(table["verdict"]) == {"INCONCLUSIVE"}
+    assert table["delta"].notna().all() and table["ci_low"].notna().all() and table["q_value"].notna().all()
 
 
 def test_small_slices_are_insufficient(grades_builder) -> None:
@@ -62,7 +73,8 @@ def test_other_metrics_and_blocked_comparisons(grades_builder) -> None:
     assert set(hat["metric"]) == {"pass^4"}
     refusal = delta_slices(baseline, candidate, axes=("tool",), metric="marker_refusal", n_resamples=RESAMPLES,
                            **VERSIONS)
-    assert set(refusal["verdict"]) == {"NO DIFFERENCE"}
+    assert set(refusal["verdict"]) == {"INCONCLUSIVE"}  # refusal is 0 everywhere: zero-width intervals
+    assert (refusal["delta"] == 0).all()
     other_judge = candidate.assign(judge_version="sim/judge@ffffff")
     blocked = delta_slices(baseline, other_judge, axes=("tool",), n_resamples=RESAMPLES, **VERSIONS)
     assert set(blocked["verdict"]) == {"NOT COMPARABLE"}

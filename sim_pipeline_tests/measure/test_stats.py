@@ -1,4 +1,4 @@
-"""Resampling statistics pinned to scipy, hand-worked values, properties, and a small coverage study."""
+"""Resampling statistics pinned to scipy, hand-worked values, properties, and small coverage studies."""
 
 import math
 import tracemalloc
@@ -10,12 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from sim_pipeline.defaults import DELTA_CI_METHOD
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.grade.judge_trust import judge_agreement, judge_trust_report
 from sim_pipeline.measure import stats as stats_module
 from sim_pipeline.measure.delta import delta_report
 from sim_pipeline.measure.passat import pass_at_k, pass_hat_k, score_table
-from sim_pipeline.measure.stats import bootstrap_ci, paired_bootstrap_ci, sign_flip_test, wilson_interval
+from sim_pipeline.measure.stats import (
+    INTERVAL_METHODS,
+    bootstrap_ci,
+    equivalence_test,
+    paired_bootstrap_ci,
+    sign_flip_test,
+    wilson_interval,
+)
+from sim_pipeline_tests.bench.bench_coverage import simulate, true_deltas
 
 # Tolerance for a bootstrap quantile with 10,000 resamples: about 5 Monte Carlo standard errors here.
 QUANTILE_TOL = 0.012
@@ -85,6 +94,12 @@ def test_bootstrap_rejects_bad_options() -> None:
         bootstrap_ci([1.0, 2.0], statistic="mode")  # type: ignore[arg-type]
     with pytest.raises(StatisticsError, match="n_resamples=0"):
         bootstrap_ci([1.0, 2.0], n_resamples=0)
+    with pytest.raises(StatisticsError, match="only statistic='mean'"):
+        bootstrap_ci([1.0, 2.0], statistic="median", method="studentized_symmetric")
+    with pytest.raises(StatisticsError, match="bounds="):
+        bootstrap_ci([1.0, 2.0], bounds=(1.0, -1.0))
+    with pytest.raises(StatisticsError, match="margin=0"):
+        equivalence_test([1.0, 2.0], margin=0)
 
 
 @settings(max_examples=40, deadline=None)
@@ -130,8 +145,62 @@ def test_sign_flip_properties(values: list[float], seed: int) -> None:
 
 
 def test_paired_bootstrap_is_mean_of_differences() -> None:
+    # The paired interval defaults to the method chosen by bench_coverage, not the percentile interval.
     d = np.random.default_rng(2).normal(size=50)
-    assert paired_bootstrap_ci(d, seed=3) == bootstrap_ci(d, statistic="mean", seed=3)
+    assert paired_bootstrap_ci(d, seed=3) == bootstrap_ci(d, statistic="mean", method=DELTA_CI_METHOD, seed=3)
+
+
+@pytest.mark.parametrize("method", ["studentized", "studentized_symmetric"])
+def test_studentized_matches_the_t_interval_on_normal_data(method: str) -> None:
+    # For normal data the bootstrap-t interval approximates the exact Student-t interval (Hall 1988).
+    data = np.random.default_rng(8).normal(0.1, 0.3, size=200)
+    ours = bootstrap_ci(data, method=method, seed=2)
+    ref = sps.ttest_1samp(data, 0.0).confidence_interval(0.95)
+    assert ours.low == pytest.approx(ref.low, abs=0.01) and ours.high == pytest.approx(ref.high, abs=0.01)
+
+
+def test_studentized_is_seeded_blocked_symmetric_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = np.random.default_rng(1).exponential(1.0, size=60)
+    whole = bootstrap_ci(data, method="studentized_symmetric", n_resamples=2000, seed=4)
+    monkeypatch.setattr(stats_module, "BOOTSTRAP_CHUNK_CELLS", 7 * 60 + 5)  # 7 rows per block
+    assert bootstrap_ci(data, method="studentized_symmetric", n_resamples=2000, seed=4) == whole
+    assert whole.high - whole.estimate == pytest.approx(whole.estimate - whole.low)
+    skewed = bootstrap_ci(data, method="studentized", n_resamples=2000, seed=4)
+    assert skewed.high - skewed.estimate > skewed.estimate - skewed.low  # a right-skewed mean leans right
+    clipped = bootstrap_ci(data, method="studentized_symmetric", n_resamples=2000, seed=4, bounds=(0.0, 1.1))
+    assert (clipped.low, clipped.high) == (max(whole.low, 0.0), min(whole.high, 1.1))
+
+
+def test_equivalence_test_hand_checked() -> None:
+    # Mean ~0.01, SE ~0.003: the margin 0.05 is over 10 standard errors away, so no resample reaches it and p is
+    # the smallest a one-sided test of 999 resamples can give, (0 + 1) / 1000 / 2.
+    values = np.random.default_rng(5).normal(0.01, 0.02, size=50)
+    assert equivalence_test(values, margin=0.05, n_resamples=999) == pytest.approx(1 / 1000 / 2)
+    assert equivalence_test(values, margin=abs(values.mean()) / 2, n_resamples=999) > 0.5  # mean past the margin
+    assert equivalence_test(values, margin=0.05, n_resamples=999, seed=3) == equivalence_test(
+        values, margin=0.05, n_resamples=999, seed=3)
+    assert math.isnan(equivalence_test([0.2] * 20, margin=0.05))  # no spread: no scale to test on
+    assert math.isnan(equivalence_test([0.2], margin=0.05))
+
+
+@pytest.mark.parametrize("metric", ["pass@1", "pass^4"])
+def test_paired_interval_holds_coverage_at_small_n(metric: str) -> None:
+    # bench_coverage's simulation at n=16 (the fewest tasks a verdict uses): held-out-like per-task rates, 4
+    # samples a side, a known effect. The chosen interval must cover the true delta at least 0.90 of the time
+    # (here 0.97 for pass@1, 0.94 for pass^4; SD ~0.014) and at least as often as the old percentile interval
+    # (0.94 and 0.89 here: below the floor for pass^4). 300 trials x 500 resamples take well under a second.
+    rng = np.random.default_rng(7)
+    effect, trials = 0.45, 300
+    truth = true_deltas(effect)[metric]
+    before, after = simulate(rng, trials, 16, effect)[metric]
+    covered = {"chosen": 0, "percentile": 0}
+    for trial in range(trials):
+        diffs = after[trial] - before[trial]
+        for name, method in (("chosen", DELTA_CI_METHOD), ("percentile", "percentile")):
+            interval = paired_bootstrap_ci(diffs, method=method, n_resamples=500, bounds=(-1.0, 1.0), seed=trial)
+            covered[name] += interval.low <= truth <= interval.high
+    assert covered["chosen"] / trials >= 0.90
+    assert covered["chosen"] >= covered["percentile"]
 
 
 def test_coverage_and_null_rejection_rate() -> None:
@@ -171,7 +240,7 @@ def _grades(n_tasks: int, rewards: float | list[float], samples: int = 2) -> pd.
 def test_degenerate_inputs_sweep(case: str, values: list[float]) -> None:
     """Every statistic returns NaN or a clear value on empty and degenerate inputs, and never raises."""
     n = len(values)
-    for method in ("percentile", "bca"):
+    for method in INTERVAL_METHODS:
         interval = bootstrap_ci(values, method=method)
         assert interval.n == n
         if n < 2:
@@ -195,7 +264,8 @@ def test_degenerate_inputs_sweep(case: str, values: list[float]) -> None:
     grades = _grades(n, rewards)
     report = delta_report(grades, grades.assign(policy_version="v2"), baseline_version="v1",
                           candidate_version="v2", n_resamples=200)
-    expected = {0: "INSUFFICIENT DATA", 1: "NOT COMPARABLE"}.get(n, "NO DIFFERENCE")
+    # 12 identical tasks: a zero-width interval from too few tasks is INCONCLUSIVE, never NO DIFFERENCE.
+    expected = {0: "INSUFFICIENT DATA", 1: "NOT COMPARABLE"}.get(n, "INCONCLUSIVE")
     assert set(report["verdict"]) == {expected}
     agreement = judge_agreement(grades["judge_reward"], grades["gold_reward"])
     assert agreement.n == 2 * n

@@ -136,14 +136,21 @@ def test_unknown_embedded_model_stops_the_run():
             complete(Gateway(fast_path=fast), "sim/judge-typo")
 
 
-def test_a_bad_cache_entry_is_a_miss_and_an_unreadable_cache_names_itself(tmp_path):
+@pytest.mark.parametrize("poison", ["not json {", "flipped"])
+def test_a_bad_cache_entry_is_a_logged_miss_and_an_unreadable_cache_names_itself(tmp_path, poison, caplog):
+    from sim_pipeline.models.cache import TABLE
+
     gateway = Gateway(cache_path=tmp_path / "c.sqlite")
     complete(gateway, "sim/agent-v1", sampling=Sampling(seed=1))
-    with gateway.cache._lock:  # poison the one entry: not JSON
-        gateway.cache._db.execute("UPDATE responses SET value = 'not json {'")
+    with gateway.cache._lock:  # poison the one entry: not JSON, or valid JSON with one character changed
+        [(text,)] = gateway.cache._db.execute(f"SELECT value FROM {TABLE}").fetchall()
+        bad = poison if poison != "flipped" else text.replace('"role"', '"rolf"', 1)
+        assert bad != text
+        gateway.cache._db.execute(f"UPDATE {TABLE} SET value = ?", (bad,))
         gateway.cache._db.commit()
     again = complete(gateway, "sim/agent-v1", sampling=Sampling(seed=1))
     assert not again.cached and gateway.calls == 2
+    assert "failed its checksum or does not decode" in caplog.text and str(tmp_path / "c.sqlite") in caplog.text
     assert complete(gateway, "sim/agent-v1", sampling=Sampling(seed=1)).cached  # the fresh answer replaced it
     broken = tmp_path / "broken.sqlite"
     broken.write_bytes(b"this is not a sqlite database" * 100)
