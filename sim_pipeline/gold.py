@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from sim_pipeline import defaults
-from sim_pipeline.domain import parse_json, read_definition
+from sim_pipeline.definition_files import parse_json, read_definition
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.seeding import digest
 

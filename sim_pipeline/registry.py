@@ -15,6 +15,7 @@ from typing import Any
 
 from sim_pipeline import defaults
 from sim_pipeline import domain as packs
+from sim_pipeline.definition_files import load_yaml
 from sim_pipeline.errors import RegistryError
 from sim_pipeline.models.model_config import ModelConfig, model_config
 from sim_pipeline.models.sim_models import PREFIX as SIM_PREFIX
@@ -155,7 +156,7 @@ def _entry(where: str, slug: str, spec: Any, base: dict[str, Any], order: int) -
 def _read(path: Path, lines: Lines | None = None) -> dict[str, Any]:
     if not path.is_file():
         raise RegistryError(f"{path}: file not found. Fix: create it (see README 'Policy registry')")
-    raw = packs.load_yaml(path, RegistryError, lines) or {}
+    raw = load_yaml(path, RegistryError, lines) or {}
     if not isinstance(raw, dict):
         raise RegistryError(f"{path}: (top level): expected a mapping with 'policies', got {type(raw).__name__}. "
                             "Fix: start the file with 'policies:' and one entry per version")
