@@ -181,6 +181,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Gate the domain's cut partitions again and write them in a trainer's format; exit 1 if a cut was refused."""
     from sim_pipeline.cut.export_partitions import ExportRequest, export_warehouse
+    from sim_pipeline.cut.lengths import tokenizer_counter
+
+    if args.tokenizer:
+        tokenizer_counter(args.tokenizer)  # a bad path fails before anything is written
 
     report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
                                             warehouse=args.warehouse, versions=tuple(args.versions or ()),
@@ -192,20 +196,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     for r in report.refused:
         print(f"refused {r.cut} of {r.policy_version} seed {r.seed}: " + " ".join(r.reasons), file=sys.stderr)
     if args.stats:
-        print_lengths([f for f in report.files if f.path and f.format == "trl"])
+        print_lengths([f for f in report.files if f.path and f.format == "trl"], args.tokenizer)
     return 1 if report.refused else 0
 
 
-def print_lengths(files: list) -> None:
+def print_lengths(files: list, tokenizer: str | None = None) -> None:
     """Token lengths (p50/p95/max) of each exported TRL file's parts: what max_length must cover."""
-    from sim_pipeline.cut.lengths import file_lengths
+    from sim_pipeline.cut.lengths import count_tokens, file_lengths, tokenizer_counter
 
     if not files:
         print("stats: token lengths are measured on TRL exports (--format trl)")
         return
-    print("tokens (cl100k_base, parts as JSON, tools counted with the prompt): p50 / p95 / max")
+    count = tokenizer_counter(tokenizer) if tokenizer else count_tokens
+    print(f"tokens ({tokenizer or 'cl100k_base'}, parts as JSON, tools counted with the prompt): p50 / p95 / max")
     for f in files:
-        for r in file_lengths(f.path, f.dataset).itertuples(index=False):
+        for r in file_lengths(f.path, f.dataset, count).itertuples(index=False):
             print(f"  {Path(f.path).parent.parent.name:<28} {r.dataset:<17} {r.part:<11} {r.p50:>6} {r.p95:>6} "
                   f"{r.max:>6}  ({r.rows} rows)")
 
@@ -256,6 +261,8 @@ def parser() -> argparse.ArgumentParser:
                      help=f"output base; files go to <out>/<domain>/<format>/... (default {defaults.EXPORT_DIR})")
     exp.add_argument("--stats", action="store_true",
                      help="also print token lengths (p50/p95/max) of each TRL file's parts, to size max_length")
+    exp.add_argument("--tokenizer", help="with --stats: count with this model's tokenizer.json (or the folder "
+                                         "save_pretrained wrote) instead of cl100k_base")
     exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                      help="Parquet base path to read the cuts from (default data/warehouse)")
     exp.set_defaults(fn=cmd_export)

@@ -2,16 +2,17 @@
 
 TRL's default `max_length` of 1024 silently drops or truncates rows longer than that (an SFT run on these exports
 once kept no row at all). The count is cl100k_base tokens (the BPE litellm bundles, so counting never downloads)
-of each part rendered as compact JSON: the prompt with the tool schemas it is trained with, and each completion.
-A model's own tokenizer and chat template differ by its markers, typically by a few tokens per message; the
-percentiles are for sizing the limits, with a margin, not for exact packing.
+of each part rendered as compact JSON: the prompt with the tool schemas it is trained with, and each completion;
+or, given the model's own tokenizer.json (`export --stats --tokenizer`), that tokenizer's count of the same text.
+The chat template adds the model's markers, typically a few tokens per message; the percentiles are for sizing
+the limits, with a margin, not for exact packing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -40,27 +41,44 @@ def count_tokens(text: str) -> int:
     return len(_encoding().encode(text, disallowed_special=()))
 
 
+def tokenizer_counter(path: str | os.PathLike[str]) -> Callable[[str], int]:
+    """A token counter from a model's own Hugging Face tokenizer: its `tokenizer.json`, or a folder holding one
+    (what `save_pretrained` writes). Read from disk with the `tokenizers` library; nothing is downloaded."""
+    from tokenizers import Tokenizer
+
+    from sim_pipeline.errors import ExportError
+
+    file = Path(path) / "tokenizer.json" if Path(path).is_dir() else Path(path)
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as exc:  # noqa: BLE001 -- the library raises plain Exception for a missing or bad file
+        raise ExportError(f"--tokenizer {path}: {file} is not a readable tokenizer.json ({exc}). Fix: pass the "
+                          "tokenizer.json of the model you train, or the folder save_pretrained wrote") from None
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def row_lengths(row: Mapping[str, Any], dataset: str) -> dict[str, int]:
+def row_lengths(row: Mapping[str, Any], dataset: str, count: Callable[[str], int] = count_tokens) -> dict[str, int]:
     """Tokens of each sizing part of one exported TRL row (the `tools` schemas counted with the prompt part)."""
-    tools = count_tokens(_text(row["tools"])) if row.get("tools") else 0
+    tools = count(_text(row["tools"])) if row.get("tools") else 0
     first = True
     out = {}
     for part in PARTS.get(dataset, ()):
         if part in row and row[part] is not None:
-            out[part] = count_tokens(_text(row[part])) + (tools if first and part in _WITH_TOOLS else 0)
+            out[part] = count(_text(row[part])) + (tools if first and part in _WITH_TOOLS else 0)
             first = False
     return out
 
 
-def length_table(rows: Iterable[Mapping[str, Any]], dataset: str) -> pd.DataFrame:
+def length_table(rows: Iterable[Mapping[str, Any]], dataset: str,
+                 count: Callable[[str], int] = count_tokens) -> pd.DataFrame:
     """p50 / p95 / max tokens per sizing part of one exported dataset."""
     lengths: dict[str, list[int]] = {}
     for row in rows:
-        for part, n in row_lengths(row, dataset).items():
+        for part, n in row_lengths(row, dataset, count).items():
             lengths.setdefault(part, []).append(n)
     records = [{"dataset": dataset, "part": part, "rows": len(values),
                 "p50": int(np.percentile(values, 50)), "p95": int(np.percentile(values, 95)), "max": int(max(values))}
@@ -68,8 +86,8 @@ def length_table(rows: Iterable[Mapping[str, Any]], dataset: str) -> pd.DataFram
     return pd.DataFrame(records, columns=list(LENGTH_COLUMNS))
 
 
-def file_lengths(path: str | os.PathLike[str], dataset: str) -> pd.DataFrame:
-    """The length table of one exported TRL Parquet file."""
+def file_lengths(path: str | os.PathLike[str], dataset: str, count: Callable[[str], int] = count_tokens) -> pd.DataFrame:
+    """The length table of one exported TRL Parquet file (cl100k_base tokens, or `count`'s)."""
     import pyarrow.parquet as pq
 
-    return length_table(pq.read_table(Path(path)).to_pylist(), dataset)
+    return length_table(pq.read_table(Path(path)).to_pylist(), dataset, count)

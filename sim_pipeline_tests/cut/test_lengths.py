@@ -37,3 +37,38 @@ def test_percentiles_of_a_file(tmp_path):
     r = table.iloc[0]
     assert r.p50 < r.p95 < r["max"] == row_lengths(rows[-1], "sft")["messages"]
     assert length_table([], "sft").equals(pd.DataFrame(columns=list(table.columns)))
+
+
+def _character_tokenizer(folder):
+    """A model's own tokenizer, trained here (no download): a tiny BPE over a few words."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(["order done get_order"] * 10, trainers.BpeTrainer(vocab_size=30,
+                                                                                    special_tokens=["[UNK]"]))
+    folder.mkdir()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return tokenizer
+
+
+def test_a_models_own_tokenizer_counts_the_same_parts(tmp_path):
+    from sim_pipeline.cut.lengths import tokenizer_counter
+
+    own = _character_tokenizer(tmp_path / "model")
+    count = tokenizer_counter(tmp_path / "model")  # the folder save_pretrained writes, or the file itself
+    row = {"prompt": chat(5), "chosen": chat(1), "rejected": chat(2), "tools": TOOLS}
+    text = json.dumps(chat(1), ensure_ascii=False, separators=(",", ":"))
+    assert row_lengths(row, "dpo", count)["chosen"] == len(own.encode(text, add_special_tokens=False).ids)
+    assert row_lengths(row, "dpo", count) != row_lengths(row, "dpo")  # not cl100k's counts
+    assert tokenizer_counter(tmp_path / "model" / "tokenizer.json")(text) == count(text)
+
+
+def test_a_tokenizer_that_does_not_load_is_a_clear_error(tmp_path):
+    import pytest
+
+    from sim_pipeline.cut.lengths import tokenizer_counter
+    from sim_pipeline.errors import ExportError
+
+    with pytest.raises(ExportError, match="--tokenizer .*is not a readable tokenizer.json.*Fix: pass"):
+        tokenizer_counter(tmp_path / "nowhere")
