@@ -3,10 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DOMAIN ?= retail
+# Celery workers `make scale-up` keeps running (one per core of a small machine), and `make scale-down` leaves.
+WORKERS ?= 2
+KEEP ?= 0
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export LITELLM_LOCAL_MODEL_COST_MAP := True
+# The local Redis as Celery broker and result backend unless the environment names others (deploy/README-scale.md).
+export SIM_PIPELINE_CELERY_BROKER ?= redis://127.0.0.1:6379/0
+export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 
-.PHONY: run test test-train dev bench lint clean
+.PHONY: run test test-train dev bench lint clean scale-up scale-down
 
 $(BIN)/sim-pipeline: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -25,7 +31,7 @@ test: $(BIN)/sim-pipeline  ## the test suite (the trainer tests run too once the
 
 $(VENV)/.train: $(BIN)/sim-pipeline
 	$(BIN)/pip install --quiet "torch==2.13.0"  # the CPU wheel on this machine's disk, before anything asks for torch
-	$(BIN)/pip install --quiet -e ".[dev,train]"
+	$(BIN)/pip install --quiet -e ".[dev,train,scale]"  # CI runs the deploy tests too (PostgreSQL, Redis)
 	touch $@
 
 test-train: $(VENV)/.train  ## the test suite with the trainer tests required (what CI runs)
@@ -35,11 +41,21 @@ dev: $(BIN)/sim-pipeline $(DAGSTER_HOME)  ## the Dagster UI and daemon on http:/
 	$(BIN)/sim-pipeline policies sync
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
+$(VENV)/.scale: $(BIN)/sim-pipeline
+	$(BIN)/pip install --quiet -e ".[dev,scale]"
+	touch $@
+
+scale-up: $(VENV)/.scale $(DAGSTER_HOME)  ## start WORKERS local Celery workers (pid files and logs in .celery_workers)
+	deploy/scale-up.sh $(WORKERS)
+
+scale-down:  ## stop the local Celery workers above KEEP (default: all of them)
+	deploy/scale-down.sh $(KEEP)
+
 bench: $(BIN)/sim-pipeline  ## benchmarks; figures go to .bench/results.jsonl
 	$(BIN)/python -m sim_pipeline_tests.bench
 
 lint: $(BIN)/sim-pipeline
-	$(BIN)/ruff check sim_pipeline sim_pipeline_tests
+	$(BIN)/ruff check sim_pipeline sim_pipeline_tests deploy
 
 clean:
-	rm -rf $(VENV) $(DAGSTER_HOME) data/warehouse .bench
+	rm -rf $(VENV) $(DAGSTER_HOME) data/warehouse .bench .celery_workers

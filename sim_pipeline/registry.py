@@ -8,6 +8,7 @@ under data/domains, and a `sim/` model the embedded backend does not serve (caug
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +22,9 @@ from sim_pipeline.models.model_config import ModelConfig, model_config
 from sim_pipeline.models.sim_models import PREFIX as SIM_PREFIX
 from sim_pipeline.models.sim_models import serves, sim_model_names
 
-REGISTRY_PATH = Path(__file__).parent.parent / "data" / "policies.yaml"
+# $SIM_PIPELINE_REGISTRY, when set, names another file: the code location, its sensors and the production run
+# queue (deploy/provider_queue.py) then read the same registry.
+REGISTRY_PATH = Path(os.environ.get("SIM_PIPELINE_REGISTRY") or Path(__file__).parent.parent / "data" / "policies.yaml")
 _TOP = {"defaults", "models", "policies"}
 _KEYS = {"domain", "model", "baseline", "sampling", "judge_model", "user_model", "must_not_regress",
          "judge_trust_opt_out", "system_prompt"}

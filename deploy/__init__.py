@@ -1,0 +1,1 @@
+"""The production profile: Postgres-backed instance, Celery executor, provider-limited run queue (deploy/README-scale.md)."""
