@@ -134,6 +134,19 @@ def celery_environment(postgres_home, registry_path, tmp_path, monkeypatch):
             _forget_queue(queue)
 
 
+def in_process_digests(tmp_path: Path, registry_path: Path) -> dict[str, str]:
+    """The sha256 of every Parquet file the JOBS write in one process, from a warehouse and model cache of their own."""
+    reference = small_definitions(str(tmp_path / "reference"), str(registry_path), str(tmp_path / "reference_cache"),
+                                  executor=dg.in_process_executor)
+    with dg.instance_for_test() as local:
+        local.add_dynamic_partitions(f"{DOMAIN}_policy_version", list(REGISTRY["policies"]))
+        for item in JOBS:
+            job, _, partition = item.partition(":")
+            assert reference.resolve_job_def(job).execute_in_process(instance=local, partition_key=partition or None,
+                                                                     raise_on_error=False).success, job
+    return parquet_digests(tmp_path / "reference")
+
+
 def test_the_code_location_is_every_domain_on_the_celery_executor_and_never_imports_litellm():
     require_modules("dagster_celery")
     code = ("import sys, json\n"
@@ -189,17 +202,9 @@ def test_two_workers_run_a_partitions_steps_and_write_the_bytes_of_an_in_process
     assert {host.split("@")[0] for host in hosts} == set(workers)
 
     # The same partition in one process, from a warehouse and model cache of its own: the same bytes.
-    reference = small_definitions(str(tmp_path / "reference"), str(registry_path), str(tmp_path / "reference_cache"),
-                                  executor=dg.in_process_executor)
-    with dg.instance_for_test() as local:
-        local.add_dynamic_partitions(f"{DOMAIN}_policy_version", list(REGISTRY["policies"]))
-        for item in JOBS:
-            job, _, partition = item.partition(":")
-            assert reference.resolve_job_def(job).execute_in_process(instance=local, partition_key=partition or None,
-                                                                     raise_on_error=False).success, job
     distributed = parquet_digests(tmp_path / "warehouse")
     assert f"{DOMAIN}/rollouts/policy_version=agent-v1/seed=0.parquet" in distributed
-    assert distributed == parquet_digests(tmp_path / "reference")
+    assert distributed == in_process_digests(tmp_path, registry_path)
 
     # The database password is in no worker's log.
     assert not any(PG_PASSWORD_SENTINEL in log.read_text() for log in worker_dir.glob("w*.log"))

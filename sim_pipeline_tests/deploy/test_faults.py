@@ -23,12 +23,13 @@ from collections import Counter
 
 import dagster as dg
 
-from sim_pipeline_tests.deploy.locations import DOMAIN, REGISTRY, small_definitions
+from sim_pipeline_tests.deploy.locations import DOMAIN, REGISTRY
 from sim_pipeline_tests.deploy.services import REPO
 from sim_pipeline_tests.deploy.test_definitions_celery import (  # noqa: F401 -- celery_environment is a fixture
     JOBS,
     WORKERS,
     celery_environment,
+    in_process_digests,
     parent_of,
     parquet_digests,
     running,
@@ -116,15 +117,7 @@ def test_a_pool_process_killed_mid_step_has_its_step_retried_on_the_other_worker
     assert len(successes) >= 8 and set(successes.values()) == {1}
 
     # The same partition in one process, from a warehouse and model cache of its own: the same bytes.
-    reference = small_definitions(str(tmp_path / "reference"), str(registry_path), str(tmp_path / "reference_cache"),
-                                  executor=dg.in_process_executor)
-    with dg.instance_for_test() as local:
-        local.add_dynamic_partitions(f"{DOMAIN}_policy_version", list(REGISTRY["policies"]))
-        for item in JOBS:
-            job, _, partition = item.partition(":")
-            assert reference.resolve_job_def(job).execute_in_process(instance=local, partition_key=partition or None,
-                                                                     raise_on_error=False).success, job
     distributed = parquet_digests(tmp_path / "warehouse")
     assert f"{DOMAIN}/rollouts/policy_version=agent-v1/seed=0.parquet" in distributed
-    assert distributed == parquet_digests(tmp_path / "reference")
+    assert distributed == in_process_digests(tmp_path, registry_path)
     assert time.monotonic() < deadline
