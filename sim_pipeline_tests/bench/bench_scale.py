@@ -3,23 +3,24 @@ and what one step costs through Celery compared with in-process.
 
 The backfill: the model-calling step (`search_and_rollouts`, the search and rollouts assets) of 4 policy
 partitions (versions b0..b3, seed 0), submitted at once, one orchestrator process per run, as the run queue would
-launch them. The agent is the embedded `sim/latency-50` model (in-process in the worker, 50 ms asleep per call;
-not the scripted OpenAI-compatible server; $SIM_PIPELINE_BENCH_LATENCY_MS sets another latency), the gateway keeps
-at most CALLS_IN_FLIGHT calls in flight per model and caches nothing. (`sim/latency-<ms>` answers "ok", so the
-judge-trust check downstream would fail: only the rollouts are timed.)
+launch them. The agent is an `openai/` model served over loopback HTTP by the scripted OpenAI-compatible server
+(sim_pipeline_tests/scripted_server.py) in this process: each chat completion waits 50 ms
+($SIM_PIPELINE_BENCH_LATENCY_MS sets another latency), then answers "ok"; the workers reach it through litellm and
+the OpenAI client, as they would a vLLM server. The gateway keeps at most CALLS_IN_FLIGHT calls in flight per model
+and caches nothing. (An agent that answers "ok" fails most tasks, and the judge-trust check downstream would
+fail: only the rollouts are timed.)
 
-What it shows on 2 cores (measured 2026-12-01): the step is not latency-bound at 50 ms. One partition's
-search_and_rollouts (134 rollouts) takes about 1.1 s in one process with 1 call in flight, about as long as with 16
-(the waits overlap across rollouts: at 1000 ms it takes 18 s, about 17 rounds of waiting), while each run costs
-seconds of CPU (an orchestrator process importing the location, a worker rebuilding the job for its step, about
-1.9 s more per trivial step than in-process). At 50 ms: 32 rollouts/s with 1 worker, x1.18 with 2, x1.01 with 4; at
-250 ms: 28 rollouts/s, x1.29 and x1.22. The two cores, shared by four orchestrators and the workers, bound it: more
-workers than cores add processes competing for the same CPU.
+What it shows on 2 cores (measured 2026-12-01): 6.8 rollouts/s with 1 worker, x1.75 with 2, x2.42 with 4. The
+step waits on the model most of the time (1.9 agent calls of 50 ms per rollout), so more workers overlap the waits
+until the two cores, shared by four orchestrators, the workers, the HTTP server and the embedded user and judge,
+bind. A trivial step costs about 1.9 s more through Celery than in-process (an orchestrator process importing the
+location, a worker rebuilding the job for its step). The server counts its calls: a round that made none (a
+response cache answering) would be reported as an error, not as throughput.
 
 The production pieces: deploy/dagster.yaml on a fresh PostgreSQL database, deploy/celery.yaml on Redis (a queue
 of the benchmark's own), workers started and stopped by deploy/scale-up.sh / scale-down.sh. Each worker process
 imports this module as its code location (`defs`). Without PostgreSQL, Redis or the [scale] extra it returns no
-figures and prints why. About 1.5 minutes on 2 cores.
+figures and prints why. About 3.5 minutes on 2 cores.
 
     python -m sim_pipeline_tests.bench scale
 """
@@ -45,7 +46,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LATENCY_VARIABLE = "SIM_PIPELINE_BENCH_LATENCY_MS"  # another latency per call (default 50 ms)
-MODEL = f"sim/latency-{int(os.environ.get(LATENCY_VARIABLE) or 50)}"
+LATENCY_MS = int(os.environ.get(LATENCY_VARIABLE) or 50)
+MODEL = "openai/scripted-agent"  # the scripted server answers any model name
 VERSIONS = [f"b{i}" for i in range(4)]
 SEED = "0"
 WORKER_COUNTS = (1, 2, 4)
@@ -64,9 +66,10 @@ def _location(executor: Any = None) -> Any:
     import dagster as dg
 
     from sim_pipeline_tests.deploy.locations import small_definitions
+    from sim_pipeline_tests.resources import replaced
 
     built = small_definitions(os.environ[WAREHOUSE_VARIABLE], os.environ[REGISTRY_VARIABLE], "unused")
-    gateway = built.resources["gateway"].model_copy(update={"cache_dir": None, "concurrency": CALLS_IN_FLIGHT})
+    gateway = replaced(built.resources["gateway"], cache_dir=None, concurrency=CALLS_IN_FLIGHT)
 
     @dg.op
     def bench_noop() -> None:
@@ -131,6 +134,12 @@ def _orchestrate(argv: list[str]) -> int:
         return 0
 
 
+def _slow_ok(request: dict[str, Any]) -> dict[str, Any]:
+    """The scripted agent: every chat completion waits LATENCY_MS, then answers "ok"."""
+    time.sleep(LATENCY_MS / 1000)
+    return {"content": "ok"}
+
+
 def _absent() -> str | None:
     """Why the benchmark cannot run here, or None."""
     import importlib.util
@@ -191,10 +200,18 @@ def _orchestrators(*argvs: list[str]) -> list[dict[str, Any]]:
 
 
 def _rows(warehouse: Path) -> int:
+    """Rollouts the round wrote; a round whose rollouts errored (the endpoint failed them) measured nothing."""
     import pyarrow.parquet as pq
 
-    return sum(pq.read_metadata(warehouse / "retail" / "rollouts" / f"policy_version={v}" / f"seed={SEED}.parquet")
-               .num_rows for v in VERSIONS)
+    from sim_pipeline.protocol.statuses import ERROR_STATUSES
+
+    statuses = [status for v in VERSIONS for status in pq.read_table(
+        warehouse / "retail" / "rollouts" / f"policy_version={v}" / f"seed={SEED}.parquet", columns=["status"])
+        .column("status").to_pylist()]
+    errored = [status for status in statuses if status in ERROR_STATUSES]
+    if errored:
+        raise RuntimeError(f"bench_scale: {len(errored)} of {len(statuses)} rollouts errored ({sorted(set(errored))})")
+    return len(statuses)
 
 
 def _measure(tmp: Path) -> list[dict]:
@@ -205,9 +222,14 @@ def _measure(tmp: Path) -> list[dict]:
     from sim_pipeline_tests.deploy.services import PRODUCTION_CELERY, REDIS, fresh_database, production_home
     from sim_pipeline_tests.deploy.test_definitions_celery import _forget_queue, _stop_workers
 
+    from sim_pipeline_tests.scripted_server import ScriptedServer
+
+    server = ScriptedServer(_slow_ok).start()
     registry = tmp / "policies.yaml"
-    registry.write_text(yaml.safe_dump({"defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
-                                        "policies": {v: {"domain": "retail", "model": MODEL} for v in VERSIONS}}))
+    registry.write_text(yaml.safe_dump({
+        "defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
+        "models": {"scripted-agent": {"model": MODEL, "api_base": server.base_url}},
+        "policies": {v: {"domain": "retail", "model": "scripted-agent"} for v in VERSIONS}}))
     queue = f"sim-pipeline-bench-{uuid.uuid4().hex[:12]}"
     config = yaml.safe_load(PRODUCTION_CELERY.read_text())
     config["execution"]["config"]["config_source"].update(task_default_queue=queue, result_expires=600)
@@ -237,20 +259,26 @@ def _measure(tmp: Path) -> list[dict]:
                 throughput: dict[int, tuple[float, int]] = {}
                 for workers in WORKER_COUNTS:
                     _script("scale-up.sh", str(workers))  # keeps the live ones: 1, then 2, then 4
-                    started = time.perf_counter()
+                    started, served_before = time.perf_counter(), len(server.requests)
                     _orchestrators(*[["rollouts", partition_key(v, SEED)] for v in VERSIONS])
                     throughput[workers] = (time.perf_counter() - started, _rows(warehouse))
+                    if len(server.requests) == served_before:
+                        raise RuntimeError(f"bench_scale: the round with {workers} workers made no HTTP call "
+                                           "(something answered from a cache): its time measures nothing")
                 [noop] = _orchestrators(["noop", str(OVERHEAD_REPEATS)])
+                served = len(server.requests)
             finally:
                 try:
                     _stop_workers(worker_dir)
                 finally:
                     _forget_queue(queue)
+                    server.stop()
 
     base_seconds, base_rows = throughput[1]
     base = base_rows / base_seconds
-    label = f"{MODEL} embedded, {CALLS_IN_FLIGHT} call in flight, 4 partitions"
-    figures = [{"name": f"scale_rollouts_per_s_1_worker ({label})", "value": base, "unit": "rollouts/s"}]
+    label = f"{MODEL} over HTTP, {LATENCY_MS} ms per call, {CALLS_IN_FLIGHT} call in flight, 4 partitions"
+    figures = [{"name": f"scale_rollouts_per_s_1_worker ({label})", "value": base, "unit": "rollouts/s"},
+               {"name": "scale_http_calls_served (all worker counts)", "value": served, "unit": "calls"}]
     for workers in WORKER_COUNTS[1:]:
         seconds, rows = throughput[workers]
         figures.append({"name": f"scale_rollouts_per_s_{workers}_workers ({label})", "value": rows / seconds,

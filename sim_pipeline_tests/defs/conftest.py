@@ -6,6 +6,7 @@ import yaml
 
 from sim_pipeline.definitions import build_definitions
 from sim_pipeline.defs.resources import RegistryResource, SimulationResource
+from sim_pipeline_tests.resources import replaced
 
 REGISTRY = {
     "defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
@@ -37,7 +38,7 @@ def small_defs(tmp_path, registry_path):
     resources["registry"] = RegistryResource(path=str(registry_path))
     resources["simulation"] = SimulationResource(heldout_samples=2, train_samples=4, search_batch_situations=8,
                                                  search_budget_rows=64, probe_samples=0)
-    resources["gateway"] = resources["gateway"].model_copy(update={"cache_dir": str(tmp_path / "cache")})
+    resources["gateway"] = replaced(resources["gateway"], cache_dir=str(tmp_path / "cache"))
     return list(defs.assets), resources, tmp_path / "warehouse"
 
 

@@ -11,6 +11,7 @@ from sim_pipeline.grade import judge_trust
 from sim_pipeline.registry import load_registry, versions_for
 from sim_pipeline.report import render
 from sim_pipeline_tests.scripted_server import ScriptedServer, always
+from sim_pipeline_tests.resources import replaced
 
 SEED_STEPS = ["axes", "covering_array", "world", "situations"]
 POLICY_STEPS = ["search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
@@ -168,7 +169,7 @@ def test_an_agent_whose_every_call_fails_stops_the_run_before_anything_is_writte
     for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
         monkeypatch.setenv(name, server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    resources = {**resources, "gateway": resources["gateway"].model_copy(update={"backoff_s": 0.0})}
+    resources = {**resources, "gateway": replaced(resources["gateway"], backoff_s=0.0)}
     try:
         run(assets, resources, instance, ["axes"], None)
         run(assets, resources, instance, SEED_STEPS[1:], "0")

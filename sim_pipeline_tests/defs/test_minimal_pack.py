@@ -15,6 +15,7 @@ from sim_pipeline.defs.resources import RegistryResource, SimulationResource
 from sim_pipeline.domain import DOMAINS_DIR, load_domain
 from sim_pipeline.registry import load_registry, versions_for
 from sim_pipeline.report import render
+from sim_pipeline_tests.resources import replaced
 
 STEPS = ["search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
          "reward_model_pairs", "scores"]
@@ -40,7 +41,7 @@ def test_tools_and_policy_alone_run_and_report_their_fit(tmp_path, monkeypatch):
     resources = {**defs.resources, "registry": RegistryResource(path=str(registry)),
                  "simulation": SimulationResource(heldout_samples=2, train_samples=4, search_batch_situations=8,
                                                   search_budget_rows=64, probe_samples=0)}
-    resources["gateway"] = resources["gateway"].model_copy(update={"cache_dir": str(tmp_path / "cache")})
+    resources["gateway"] = replaced(resources["gateway"], cache_dir=str(tmp_path / "cache"))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("minimal_policy_version", ["mini-v1", "mini-v2"])
 

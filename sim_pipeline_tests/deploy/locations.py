@@ -7,6 +7,7 @@ import dagster as dg
 
 from sim_pipeline.definitions import build_definitions
 from sim_pipeline.defs.resources import RegistryResource, SimulationResource
+from sim_pipeline_tests.resources import replaced
 
 DOMAIN = "retail"
 # The sizes the backfill test's location uses: small, and the judge-trust check still sees enough gold rows.
@@ -33,4 +34,4 @@ def small_definitions(warehouse: str, registry: str, cache: str, *,
     return dg.Definitions(assets=list(built.assets or []), jobs=list(built.jobs or []), executor=executor,
                           resources={**built.resources, "registry": RegistryResource(path=registry),
                                      "simulation": SimulationResource(**SMALL_SIZES),
-                                     "gateway": built.resources["gateway"].model_copy(update={"cache_dir": cache})})
+                                     "gateway": replaced(built.resources["gateway"], cache_dir=cache)})

@@ -11,6 +11,8 @@ import importlib.util
 import os
 import shutil
 import socket
+import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,3 +107,92 @@ def production_home(home: Path, database: str) -> dict[str, str]:
     shutil.copyfile(PRODUCTION_INSTANCE, home / "dagster.yaml")
     return {"DAGSTER_HOME": str(home), "DAGSTER_PG_HOST": POSTGRES[0], "DAGSTER_PG_PORT": str(POSTGRES[1]),
             "DAGSTER_PG_USER": PG_USER, "DAGSTER_PG_PASSWORD": PG_PASSWORD_SENTINEL, "DAGSTER_PG_DB": database}
+
+
+POSTGRES_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))  # Debian's server binaries, newest last
+PRIVATE_PG_START_TIMEOUT_S = 30  # pg_ctl -w waits this long for the server to accept connections
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of one test's own (initdb in a temporary directory, loopback, a free port, trust
+    authentication), so a test can stop and restart it without touching the machine's server other tests use."""
+
+    def __init__(self, root: Path, port: int):
+        self.root, self.port = root, port
+        self.address = (POSTGRES[0], port)
+
+    def _pg_ctl(self, *args: str) -> None:
+        options = f"-p {self.port} -c listen_addresses={POSTGRES[0]} -k {self.root} -c fsync=off"
+        _as_postgres(str(POSTGRES_BIN[-1] / "pg_ctl"), "-D", str(self.root / "data"), "-o", options,
+                     "-l", str(self.root / "server.log"), "-w", "-t", str(PRIVATE_PG_START_TIMEOUT_S), *args)
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        self._pg_ctl("start")
+
+    def stop(self) -> None:
+        """Stop the server at once (fast shutdown: open connections are closed, as in a restart)."""
+        self._pg_ctl("-m", "fast", "stop")
+
+    def restart(self) -> None:
+        """Stop and start the server (fast shutdown), as `systemctl restart postgresql` does."""
+        self._pg_ctl("-m", "fast", "restart")
+
+    def create_database(self) -> str:
+        """A new empty database on this server; its name."""
+        import psycopg2
+
+        name = f"sim_pipeline_test_{uuid.uuid4().hex[:12]}"
+        connection = psycopg2.connect(host=self.address[0], port=self.port, user=PG_USER, dbname="postgres",
+                                      connect_timeout=CONNECT_TIMEOUT_S)
+        connection.autocommit = True
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            connection.close()
+        return name
+
+
+def _as_postgres(*command: str) -> None:
+    # The server refuses to run as root; the Debian package's `postgres` account owns its files.
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run([*prefix, *command], check=True, capture_output=True, text=True,
+                   timeout=PRIVATE_PG_START_TIMEOUT_S + 10)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((POSTGRES[0], 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A started PrivatePostgres, stopped and deleted afterwards; skips (fails under CI) without the server's
+    binaries or the `postgres` account."""
+    import pwd
+
+    if not POSTGRES_BIN or shutil.which("runuser") is None:
+        _missing("PostgreSQL's server binaries (/usr/lib/postgresql/<version>/bin) or runuser are not installed")
+    try:
+        account = pwd.getpwnam("postgres")
+    except KeyError:
+        _missing("there is no `postgres` account to run a private PostgreSQL server as")
+    if os.geteuid() not in (0, account.pw_uid):
+        _missing("a private PostgreSQL server needs root or the `postgres` account")
+    # Not under pytest's tmp_path: the `postgres` account must be able to reach the directory.
+    root = Path(tempfile.mkdtemp(prefix="sim-pipeline-pg-"))
+    os.chown(root, account.pw_uid, account.pw_gid)
+    server = PrivatePostgres(root, _free_port())
+    try:
+        _as_postgres(str(POSTGRES_BIN[-1] / "initdb"), "-D", str(root / "data"), "-A", "trust", "-U", PG_USER,
+                     "--no-sync", "-E", "UTF8")
+        server.start()
+        yield server
+    finally:
+        try:
+            if (root / "data" / "postmaster.pid").exists():
+                server._pg_ctl("-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)

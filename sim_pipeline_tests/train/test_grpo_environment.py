@@ -146,12 +146,12 @@ def test_grpo_trains_on_live_episodes_in_the_sandbox(grpo_rows, environment, tmp
     model = _taught(tok, tools, [careful, hasty])
     before = [p.detach().clone() for p in model.parameters()]
 
-    episodes = []
+    played = []  # every episode TRL plays: it reuses an environment across steps, resetting it per episode
 
     class Recorded(environment):
-        def __init__(self) -> None:
-            super().__init__()
-            episodes.append(self)
+        def reset(self, **row) -> None:
+            super().reset(**row)
+            played.append(self.episode)
 
     args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=STEPS, per_device_train_batch_size=6,
                           num_generations=6, max_completion_length=256, max_tool_calling_iterations=2,
@@ -164,10 +164,10 @@ def test_grpo_trains_on_live_episodes_in_the_sandbox(grpo_rows, environment, tmp
 
     logs = [entry for entry in trainer.state.log_history if "rewards/sandbox_reward/mean" in entry]
     assert trainer.state.global_step == STEPS and len(logs) == STEPS
-    played = [e for e in episodes if e._episode is not None]
-    assert played and all(e.episode.situation.situation_id == row["situation_id"] for e in played)
+    assert len(played) == STEPS * args.num_generations
+    assert all(e.situation.situation_id == row["situation_id"] for e in played)
     # Live: the model's own calls reached the sandbox, and the rewards came from those episodes.
-    looked = [e for e in played if any(ev.tool == "get_order" for ev in e.episode.sandbox.events)]
+    looked = [e for e in played if any(ev.tool == "get_order" for ev in e.sandbox.events)]
     assert looked and any(entry["tools/call_frequency"] > 0 for entry in logs)
     assert any(entry["reward_std"] > 0 and entry["grad_norm"] > 0 for entry in logs)
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
