@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DOMAIN ?= retail
+FROM ?= agent-v1
 # Celery workers `make scale-up` keeps running (one per core of a small machine), and `make scale-down` leaves.
 WORKERS ?= 2
 KEEP ?= 0
@@ -12,7 +13,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export SIM_PIPELINE_CELERY_BROKER ?= redis://127.0.0.1:6379/0
 export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 
-.PHONY: run test test-train dev bench lint clean scale-up scale-down
+.PHONY: run loop test test-train dev bench lint clean scale-up scale-down
 
 $(BIN)/sim-pipeline: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +26,9 @@ $(DAGSTER_HOME):
 
 run: $(BIN)/sim-pipeline $(DAGSTER_HOME)  ## materialize every step for seed 0 and both sim agents, print the summary
 	$(BIN)/sim-pipeline run --domain $(DOMAIN)
+
+loop: $(BIN)/sim-pipeline $(DAGSTER_HOME)  ## train FROM's cuts three ways (SFT, DPO, GRPO), measure each against it
+	$(BIN)/sim-pipeline loop --from $(FROM)
 
 test: $(BIN)/sim-pipeline  ## the test suite (the trainer tests run too once the [train] extra is installed)
 	$(BIN)/python -m pytest

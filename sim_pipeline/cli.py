@@ -127,6 +127,28 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return 0 if wait_for_backfill(instance, backfill_id).succeeded else 1
 
 
+def cmd_loop(args: argparse.Namespace) -> int:
+    """A version's cuts -> trained versions -> their held-out rollouts -> deltas against it, then the summary."""
+    from sim_pipeline.defs.launch import made_by
+    from sim_pipeline.defs.loop import run_loop
+    from sim_pipeline.protocol.train_methods import TRAIN_METHODS
+    from sim_pipeline.report import loop_lines, render
+
+    methods = list(TRAIN_METHODS) if args.method == "all" else [args.method]
+    started = time.perf_counter()
+    instance = _instance()
+    print(f"Loop from {args.source} ({', '.join(methods)}) on seed {args.seed} "
+          f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
+    result = run_loop(instance, args.source, methods, args.seed, warehouse=args.warehouse)
+    versions = [result.source, *result.trained.values()]
+    print()
+    print(render(args.warehouse, result.source.domain, args.seed, versions, seconds=time.perf_counter() - started,
+                 made_by=made_by(instance, result.source.domain, args.seed, versions,
+                                 {o.run_id for o in result.outcomes})))
+    print("\n".join(loop_lines(args.warehouse, result.source, result.trained, result.methods, result.registry)))
+    return 0 if result.success else 1
+
+
 def _pack_problems(domains: list[str]) -> dict[str, str]:
     """The domains whose pack does not load, with why (one line each); each pack is loaded on its own."""
     from sim_pipeline.domain import load_domain
@@ -276,6 +298,15 @@ def parser() -> argparse.ArgumentParser:
     back.add_argument("--wait", action="store_true",
                       help="follow the backfill until it ends (needs the daemon running); exit 1 unless it succeeded")
     back.set_defaults(fn=cmd_backfill)
+    loop = verbs.add_parser("loop", help="train new versions from a version's cuts (SFT, DPO, GRPO) and measure "
+                                         "each against it on the held-out tasks")
+    loop.add_argument("--from", dest="source", required=True, help="the registry version to train from, e.g. agent-v1")
+    loop.add_argument("--method", default="all", choices=["sft", "dpo", "grpo", "all"],
+                      help="training method (default: all three, each its own version)")
+    loop.add_argument("--seed", default="0", choices=list(defaults.SEEDS), help="seed partition (default 0)")
+    loop.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
+                      help="Parquet base path (default data/warehouse)")
+    loop.set_defaults(fn=cmd_loop)
     pol = verbs.add_parser("policies", help="the policy registry (data/policies.yaml)")
     pol.add_argument("action", choices=["list", "sync"], help="list versions, or register them as partitions")
     pol.set_defaults(fn=cmd_policies)

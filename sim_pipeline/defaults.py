@@ -239,6 +239,10 @@ JUDGE_ONLY_MARKER = "<<judge-only>>"  # wraps judge prompts and rubrics; must ne
 # the marker, its closing form <</judge-only>> and [[JUDGE-ONLY]]-style variants, any case
 JUDGE_ONLY_PATTERN = r"(?:<<|\[\[)\s*/?\s*judge[-_ ]only\s*(?:>>|\]\])"
 
+# An external trainer (a registry version's `trainer:` command, issue 19): it gets a cut's export and prints a model.
+TRAINER_TIMEOUT_S = 6 * 3600  # a fine-tuning job that outlives a night's window is stuck; a version may set its own
+TRAINER_OUTPUT_TAIL = 2000  # characters of a failed trainer's stderr quoted in the error: enough for a traceback's end
+
 # --- 08 Measure ----------------------------------------------------------------------------------
 DELTA_SLICE_MIN_TASKS = 6  # issue 9: smallest slice tested; with 6 paired tasks an exact sign-flip p can reach 2/64 < 0.05
 HACK_SCAN_PERMUTATIONS = 100  # REFERENCE 8: rewards shuffled within task 100 times to set the correlation floor
@@ -272,3 +276,19 @@ DELTA_MARKER_DIRECTIONS: dict[str, str] = {
     "refusal": "lower_is_better",
     "truncated": "lower_is_better",
 }  # markers compared when delta_report gets markers=None: the grades table's documented markers
+
+# --- 09 Train (fit an embedded agent profile to a version's cuts: issue 19) ----------------------
+FIT_L2_PULL = 0.125  # added as 0.125 * |theta - source|^2 to the summed loss: a Gaussian prior of sd 2 logits around
+# the source profile (MAP); keeps a flaw the cut never shows chosen finite, yet leaves it room to fall ~3 logits
+FIT_MAX_STEPS = 200  # L-BFGS iterations for SFT and DPO; the ~11-parameter problems converge in under 50 on make run's cuts
+DPO_FIT_BETA = 0.1  # Rafailov et al. 2023's beta as TRL's DPOTrainer defaults it: strength of the pull to the reference
+GRPO_FIT_STEPS = 100  # fixed gradient-ascent steps on the group-relative objective
+GRPO_FIT_LEARNING_RATE = 0.1  # logits per unit gradient per step: 100 steps move a flaw logit by at most a few logits
+GRPO_FIT_CLIP = 0.2  # PPO's ratio clip (Schulman et al. 2017) that GRPO keeps (Shao et al. 2024), per decision
+GRPO_ADVANTAGE_EPS = 1e-4  # (reward - mean) / (std + eps): TRL's GRPOTrainer epsilon, so a near-constant group is safe
+FIT_SEED_SEARCH_SAMPLES = 64  # sample indices tried to recover a rejected rollout's seed; ROLLOUT_MODES use at most 8
+FIT_STAND_IN_SEEDS: tuple[int, int] = (0, 1)  # with the seed unknown, two seeds tell invented argument values from fixed ones
+TRAINED_PROFILES_DIR = "data/trained"  # fitted profiles under the repository root, beside data/cache; $SIM_PIPELINE_TRAINED_DIR overrides
+TRAINED_MODEL_PREFIX = "trained-"  # sim/trained-<hash>: the embedded backend serves a fitted profile under this name
+TRAINED_HASH_LENGTH = 12  # hex digits of sha256(profile) in the name: 48 bits, no collision among thousands of fits
+FIT_HESSIAN_STEP = 1e-5  # central-difference step on the exact gradient for standard errors: error ~1e-10, no cancellation

@@ -20,6 +20,7 @@ from sim_pipeline.defs.automation import (
     axes_job,
     delta_follow_sensor,
     delta_job,
+    train_job,
     nightly_schedule,
     policy_job,
     registry_sensor,
@@ -73,7 +74,8 @@ def build_definitions(domains: list[str] | None = None, *, warehouse: str = WARE
             names.append(name)
     return dg.Definitions(
         assets=assets,
-        jobs=[job for name in names for job in (axes_job(name), seed_job(name), policy_job(name), delta_job(name))],
+        jobs=[job for name in names
+              for job in (axes_job(name), seed_job(name), policy_job(name), delta_job(name), train_job(name))],
         schedules=[nightly_schedule(name) for name in names],
         sensors=[sensor for name in names
                  for sensor in (registry_sensor(name), seed_ready_sensor(name), delta_follow_sensor(name))],

@@ -21,18 +21,31 @@ from sim_pipeline.errors import RegistryError
 from sim_pipeline.models.model_config import ModelConfig, model_config
 from sim_pipeline.models.sim_models import PREFIX as SIM_PREFIX
 from sim_pipeline.models.sim_models import serves, sim_model_names
+from sim_pipeline.models.trained_profiles import profile_path, trained_hash
+from sim_pipeline.protocol.train_methods import TRAIN_METHODS
 
 # $SIM_PIPELINE_REGISTRY, when set, names another file: the code location, its sensors and the production run
 # queue (deploy/provider_queue.py) then read the same registry.
 REGISTRY_PATH = Path(os.environ.get("SIM_PIPELINE_REGISTRY") or Path(__file__).parent.parent / "data" / "policies.yaml")
 _TOP = {"defaults", "models", "policies"}
 _KEYS = {"domain", "model", "baseline", "sampling", "judge_model", "user_model", "must_not_regress",
-         "judge_trust_opt_out", "system_prompt"}
+         "judge_trust_opt_out", "system_prompt", "trainer"}
+_TRAINER_KEYS = {"command", "methods", "timeout_s"}
 _DEFAULTS = {"judge_model", "user_model"}  # what `defaults:` may set for every version
 _SAMPLING = {"temperature", "top_p", "max_tokens"}
 _MODEL_FIELDS = ("model", "judge_model", "user_model")  # each a litellm string or the name of a `models:` entry
 
 Lines = dict[tuple[str, ...], int]
+
+
+@dataclass(frozen=True)
+class TrainerSpec:
+    """A version's `trainer:`: the command that trains a model from a cut's export (train/external.py), the methods
+    it trains, and how long it may take."""
+
+    command: tuple[str, ...]
+    methods: tuple[str, ...] = ("sft",)
+    timeout_s: float = defaults.TRAINER_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,7 @@ class PolicyVersion:
     # compares model families, which a config's name does not show).
     model_id: str = ""
     judge_model_id: str = ""
+    trainer: TrainerSpec | None = None  # an external trainer for this version's cuts (train/external.py)
 
     @property
     def agent_backend(self) -> str:
@@ -114,6 +128,33 @@ def _domain(where: str, name: Any) -> str:
     return name
 
 
+def _trainer(where: str, spec: Any) -> TrainerSpec | None:
+    if spec is None:
+        return None
+    example = "trainer: {command: [python, scripts/train_sft.py], methods: [sft]}"
+    if not isinstance(spec, dict):
+        raise RegistryError(f"{where}/trainer: expected a mapping. Fix: e.g. {example}")
+    unknown = sorted(set(spec) - _TRAINER_KEYS)
+    if unknown:
+        raise RegistryError(f"{where}/trainer: unknown field(s) {unknown}. Fix: use only {sorted(_TRAINER_KEYS)}")
+    command = spec.get("command")
+    if isinstance(command, str):
+        command = [command]
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+        raise RegistryError(f"{where}/trainer/command: {command!r} is not a command. Fix: a list of its words, e.g. "
+                            f"{example}")
+    methods = spec.get("methods", ["sft"])
+    if not isinstance(methods, list) or not methods or not set(methods) <= set(TRAIN_METHODS) or (
+            len(set(methods)) != len(methods)):
+        raise RegistryError(f"{where}/trainer/methods: {methods!r}. Fix: a list of distinct methods out of "
+                            f"{list(TRAIN_METHODS)}")
+    timeout = spec.get("timeout_s", defaults.TRAINER_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise RegistryError(f"{where}/trainer/timeout_s: {timeout!r} is not a positive number of seconds. Fix: e.g. "
+                            "timeout_s: 3600")
+    return TrainerSpec(command=tuple(command), methods=tuple(methods), timeout_s=float(timeout))
+
+
 def _entry(where: str, slug: str, spec: Any, base: dict[str, Any], order: int) -> PolicyVersion:
     if not isinstance(spec, dict):
         raise RegistryError(f"{where}: expected a mapping, got {type(spec).__name__}. Fix: give domain and model")
@@ -153,6 +194,7 @@ def _entry(where: str, slug: str, spec: Any, base: dict[str, Any], order: int) -
         judge_model=_text(where, spec, "judge_model", base.get("judge_model", defaults.DEFAULT_JUDGE_MODEL)),
         user_model=_text(where, spec, "user_model", base.get("user_model", "sim/user")), must_not_regress=tuple(guarded),
         judge_trust_opt_out=opt_out, system_prompt=_text(where, spec, "system_prompt", "", empty=True), order=order,
+        trainer=_trainer(where, spec.get("trainer")),
     )
 
 
@@ -184,6 +226,10 @@ def _defaults(path: Path, lines: Lines, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_embedded(where: str, model: str) -> None:
+    if model.startswith(SIM_PREFIX) and trained_hash(model) is not None and not serves(model):
+        raise RegistryError(f"{where}: '{model}' is a trained profile whose file {profile_path(model)} does not exist "
+                            "here. Fix: run the trained_policy step (or `sim-pipeline loop`) that fits it, or point "
+                            "$SIM_PIPELINE_TRAINED_DIR at the directory holding it")
     if model.startswith(SIM_PREFIX) and not serves(model):
         raise RegistryError(f"{where}: '{model}' is no embedded model, so every call would fail after the seed steps "
                             f"ran. Fix: use one of {sim_model_names()} or sim/latency-<ms>, or a litellm model string "
@@ -263,6 +309,27 @@ def load_models(path: Path | str | None = None) -> dict[str, ModelConfig]:
     path = Path(path) if path is not None else REGISTRY_PATH
     lines: Lines = {}
     return _models(path, lines, _read(path, lines))
+
+
+def write_with_versions(source: Path | str, out: Path | str, entries: dict[str, dict[str, Any]]) -> Path:
+    """A copy of the registry at `source` with `entries` added (or replacing same-named versions), written
+    atomically to `out` and validated as any registry is; returns `out`."""
+    import yaml
+
+    raw = _read(Path(source))
+    raw = {**raw, "policies": {**(raw.get("policies") or {}), **entries}}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    temporary.write_text("# Written by sim-pipeline loop: " + str(source) + " plus the versions it trained.\n"
+                         + yaml.safe_dump(raw, sort_keys=False))
+    try:
+        load_registry(temporary)
+    except RegistryError:
+        temporary.unlink()
+        raise
+    os.replace(temporary, out)
+    return out
 
 
 def versions_for(registry: dict[str, PolicyVersion], domain: str) -> list[PolicyVersion]:

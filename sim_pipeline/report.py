@@ -200,3 +200,28 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
     lines.append(f"  parquet       {Path(base) / domain}/<asset>/policy_version=<v>/seed=<s>.parquet")
     lines.append("  ui            make dev, then open http://127.0.0.1:3000 (runs, assets, checks)")
     return "\n".join(lines)
+
+
+def loop_lines(base: str, source: PolicyVersion, trained: Mapping[str, PolicyVersion], methods: pd.DataFrame,
+               registry: Path | None) -> list[str]:
+    """The loop's own block: each method's trained model, its fit, and its held-out pass@1 delta against the source."""
+    lines = [f"  loop          {source.slug}'s cuts -> one version per method, measured against {source.slug} on the "
+             "held-out tasks (no cut holds them)"]
+    if not len(methods):
+        return [*lines, "    nothing trained (see the runs above)"]
+    lines.append(f"    {'method':<6} {'version':<18} {'model':<26} {'examples':>8}  {'loss first -> last':<19} "
+                 "held-out pass@1 delta [95% CI]  verdict")
+    for r in methods.itertuples(index=False):
+        version = trained.get(r.method)
+        if version is None:
+            lines.append(f"    {r.method:<6} not trained: {r.reason}")
+            continue
+        delta = _read(base, source.domain, "delta", policy_version=version.slug)
+        row = delta[delta["metric"] == "pass@1"] if delta is not None and len(delta) else None
+        measured = (f"{row.iloc[0]['delta']:+.3f} [{row.iloc[0]['ci_low']:+.3f}, {row.iloc[0]['ci_high']:+.3f}]  "
+                    f"{row.iloc[0]['verdict']}") if row is not None and len(row) else "not measured (see above)"
+        loss = f"{r.loss_first:.3f} -> {r.loss_last:.3f}" if pd.notna(r.loss_first) else "(external trainer)"
+        lines.append(f"    {r.method:<6} {version.slug:<18} {r.model:<26} {int(r.examples):>8}  {loss:<19} {measured}")
+    if registry is not None:
+        lines.append(f"    registry {registry}: to keep a version, copy its entry into data/policies.yaml")
+    return lines

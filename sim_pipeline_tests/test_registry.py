@@ -212,3 +212,36 @@ def test_a_models_entry_number_out_of_range_names_its_field(tmp_path, field, val
                     "policies:\n  a:\n    domain: retail\n    model: local\n")
     with pytest.raises(RegistryError, match=f"models/local/{field}: .*Fix: e.g."):
         load_registry(path)
+
+
+def test_a_trainer_entry_is_read_with_its_methods_and_timeout(tmp_path):
+    entry = {"domain": "retail", "model": "openai/my-agent",
+             "trainer": {"command": ["python", "train.py", "--lr", "1e-5"], "methods": ["sft", "dpo"], "timeout_s": 60}}
+    trainer = load_registry(write(tmp_path, {"v1": entry}))["v1"].trainer
+    assert trainer.command == ("python", "train.py", "--lr", "1e-5") and trainer.methods == ("sft", "dpo")
+    assert trainer.timeout_s == 60.0
+    assert load_registry(write(tmp_path, {"v1": {**entry, "trainer": {"command": "train-it"}}}))["v1"].trainer.methods \
+        == ("sft",)  # one word is a command of one word; SFT by default
+    assert load_registry()["agent-v1"].trainer is None
+
+
+@pytest.mark.parametrize("trainer, message", [
+    ({"command": []}, r"trainer/command: \[\] is not a command"),
+    ({"command": ["python", 3]}, "trainer/command"),
+    ({"command": ["t"], "methods": ["ppo"]}, r"trainer/methods: \['ppo'\]. Fix: a list of distinct methods out of"),
+    ({"command": ["t"], "methods": ["sft", "sft"]}, "trainer/methods"),
+    ({"command": ["t"], "timeout_s": 0}, "trainer/timeout_s: 0 is not a positive number"),
+    ({"command": ["t"], "timeout_s": True}, "trainer/timeout_s"),
+    ({"command": ["t"], "gpus": 8}, r"trainer: unknown field\(s\) \['gpus'\]"),
+    ("python train.py", "trainer: expected a mapping"),
+])
+def test_a_bad_trainer_entry_names_the_field_and_the_fix(tmp_path, trainer, message):
+    with pytest.raises(RegistryError, match=message):
+        load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "openai/my-agent", "trainer": trainer}}))
+
+
+def test_a_trained_model_whose_profile_file_is_missing_names_the_file_and_the_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIM_PIPELINE_TRAINED_DIR", str(tmp_path / "trained"))
+    with pytest.raises(RegistryError, match=r"trained profile whose file .*trained/0123456789ab.json does not exist"
+                                            r".*Fix: run the trained_policy step"):
+        load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "sim/trained-0123456789ab"}}))

@@ -18,6 +18,7 @@ from sim_pipeline.defs.cuts import cut_asset
 from sim_pipeline.defs.io import READS_AVAILABLE_PARTITIONS
 from sim_pipeline.defs.metadata import table_metadata
 from sim_pipeline.defs.partitions import SEED, policy_version_partitions, seed_by_version, split_key
+from sim_pipeline.defs.training import trained_policy_asset
 from sim_pipeline.defs.resources import (
     ModelGatewayResource,
     RegistryResource,
@@ -305,4 +306,5 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         yield dg.Output(report, metadata=meta)
         yield checks.must_not_regress_result(report, version)
 
-    return [axes, covering_array, world, situations, search_and_rollouts, grades, *cut_assets, scores, delta]
+    return [axes, covering_array, world, situations, search_and_rollouts, grades, *cut_assets, scores, delta,
+            trained_policy_asset(name, domain, multi)]

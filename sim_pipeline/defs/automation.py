@@ -52,6 +52,11 @@ def delta_job_name(domain: str) -> str:
     return f"{domain}_delta_job"
 
 
+def train_job_name(domain: str) -> str:
+    """The job that trains new policies from one (policy_version, seed) partition's cuts."""
+    return f"{domain}_train_job"
+
+
 def _asset_job(name: str, domain: str, steps: tuple[str, ...], description: str):
     return dg.define_asset_job(name, selection=[dg.AssetKey([domain, s]) for s in steps], description=description)
 
@@ -77,6 +82,14 @@ def policy_job(domain: str):
     return _asset_job(policy_job_name(domain), domain, POLICY_STEPS,
                       f"Steps 04-08 of '{domain}' for one (version, seed): search, rollouts, grades, cuts "
                       "and scores. Needs the seed's situations.")
+
+
+@cache
+def train_job(domain: str):
+    """Step 09 of one domain for one partition: new policies from its cuts (started by hand or `sim-pipeline loop`)."""
+    return _asset_job(train_job_name(domain), domain, ("trained_policy",),
+                      f"Step 09 of '{domain}' for one (version, seed): a new policy per method (SFT, DPO, GRPO) from "
+                      "its cuts. Needs the partition's cuts; no sensor starts it.")
 
 
 @cache

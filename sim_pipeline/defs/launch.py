@@ -23,8 +23,11 @@ from sim_pipeline.defs.automation import (
     policy_job_name,
     seed_job,
     seed_job_name,
+    train_job,
+    train_job_name,
 )
 from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
+from sim_pipeline.defs.resources import replaced
 from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
 
 # Where a `sim-pipeline run` run executes: its process, so a later command can tell a killed run from a live one.
@@ -33,9 +36,10 @@ HOST_TAG = "sim_pipeline/host"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters; the UI has the rest
 
 
-def sync_partitions(instance: dg.DagsterInstance, domains: list[str]) -> dict[str, list[str]]:
+def sync_partitions(instance: dg.DagsterInstance, domains: list[str],
+                    registry_path: str | None = None) -> dict[str, list[str]]:
     """Register every registry version of the domains as a dynamic partition; returns what was added."""
-    registry = load_registry()
+    registry = load_registry(registry_path)
     added: dict[str, list[str]] = {}
     for domain in domains:
         name = policy_version_partitions(domain).name
@@ -100,27 +104,25 @@ def made_by(instance: dg.DagsterInstance, domain: str, seed: str, versions: list
     return {key: text for key, text in found.items() if text}
 
 
-def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
-                       warehouse: str, log: Callable[[str], None] = print,
-                       sizes: Mapping[str, Any] | None = None, concurrency: int | None = None) -> list[RunOutcome]:
-    """Run the eight steps for one seed and the given versions; returns each run's label, success and id.
-
-    `sizes` overrides fields of the `simulation` resource (n_phrasings, train_samples, heldout_samples,
-    max_situations, ...) for a smaller or larger run; `concurrency` the model calls the gateway keeps in flight.
-    """
+def _jobs(domain: str, *, warehouse: str, sizes: Mapping[str, Any] | None, concurrency: int | None,
+          registry: str | None) -> dg.Definitions:
+    """The domain's named jobs (the ones the UI lists, not Dagster's __ephemeral_asset_job__) with this command's
+    resources: run sizes, calls in flight, and another registry file when given."""
     defs = build_definitions([domain], warehouse=warehouse)
     resources = dict(defs.resources)
-    # New resources, not pydantic copies: Dagster builds a run's resources from their config.
-    for name, fields in (("simulation", sizes), ("gateway", {"concurrency": concurrency} if concurrency else None)):
+    for name, fields in (("simulation", sizes), ("gateway", {"concurrency": concurrency} if concurrency else None),
+                         ("registry", {"path": registry} if registry else None)):
         if fields:
-            current = resources[name]
-            resources[name] = type(current)(**{**{k: getattr(current, k) for k in type(current).model_fields},
-                                               **fields})
-    # The named jobs the UI lists (not Dagster's __ephemeral_asset_job__), with this run's resources.
-    jobs = dg.Definitions(assets=list(defs.assets or []), resources=resources,
-                          jobs=[axes_job(domain), seed_job(domain), policy_job(domain), delta_job(domain)])
-    outcomes = []
+            resources[name] = replaced(resources[name], **fields)
+    return dg.Definitions(assets=list(defs.assets or []), resources=resources,
+                          jobs=[axes_job(domain), seed_job(domain), policy_job(domain), delta_job(domain),
+                                train_job(domain)])
 
+
+def _runner(instance: dg.DagsterInstance, jobs: dg.Definitions, outcomes: list[RunOutcome],
+            log: Callable[[str], None]) -> Callable[[str, str, str | dg.MultiPartitionKey | None], bool]:
+    """A function that executes one named job for one partition in this process, logs why a step failed, and
+    records the outcome."""
     def run(label: str, job_name: str, partition: str | dg.MultiPartitionKey | None) -> bool:
         log(f"  running {label} ...")
         result = jobs.resolve_job_def(job_name).execute_in_process(
@@ -139,6 +141,22 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
             log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")
         return result.success
 
+    return run
+
+
+def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
+                       warehouse: str, log: Callable[[str], None] = print,
+                       sizes: Mapping[str, Any] | None = None, concurrency: int | None = None,
+                       registry: str | None = None) -> list[RunOutcome]:
+    """Run the eight steps for one seed and the given versions; returns each run's label, success and id.
+
+    `sizes` overrides fields of the `simulation` resource (n_phrasings, train_samples, heldout_samples,
+    max_situations, ...) for a smaller or larger run; `concurrency` the model calls the gateway keeps in flight;
+    `registry` another registry file (the versions must be in it).
+    """
+    outcomes: list[RunOutcome] = []
+    run = _runner(instance, _jobs(domain, warehouse=warehouse, sizes=sizes, concurrency=concurrency,
+                                  registry=registry), outcomes, log)
     run("axes", axes_job_name(domain), None)
     if not run(f"seed {seed}: cover, world, situations", seed_job_name(domain), seed):
         # Rollouts over situations the world cannot solve (or that were never built) would only measure the world.
@@ -151,3 +169,13 @@ def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, ver
         if v.baseline:
             run(f"{v.slug}: delta vs {v.baseline}", delta_job_name(domain), v.slug)
     return outcomes
+
+
+def train_partition(instance: dg.DagsterInstance, domain: str, seed: str, version: PolicyVersion, *, warehouse: str,
+                    log: Callable[[str], None] = print, registry: str | None = None) -> RunOutcome:
+    """Step 09 for one (version, seed): new policies from its cuts (the partition's cuts must exist)."""
+    outcomes: list[RunOutcome] = []
+    run = _runner(instance, _jobs(domain, warehouse=warehouse, sizes=None, concurrency=None, registry=registry),
+                  outcomes, log)
+    run(f"{version.slug}|{seed}: train (SFT, DPO, GRPO)", train_job_name(domain), partition_key(version.slug, seed))
+    return outcomes[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import dagster as dg
 import pandas as pd
@@ -18,6 +19,19 @@ from sim_pipeline.search.loop import SearchSettings
 
 # The providers whose keys the resource takes as config fields (resolved from EnvVar at run time).
 API_KEY_VARIABLES = {p: PROVIDER_KEY_VARIABLES[p] for p in ("openai", "anthropic", "gemini", "mistral", "together_ai")}
+
+
+Resource = TypeVar("Resource", bound=dg.ConfigurableResource)
+
+
+def replaced(resource: Resource, **changes: Any) -> Resource:
+    """A new resource of the same class with some fields changed.
+
+    Not pydantic's `model_copy(update=...)`: Dagster builds a resource at run time from the arguments it was
+    constructed with, so a model_copy's changes are silently dropped (measured: a copied cache_dir never reached the
+    asset, which wrote to the default data/cache instead)."""
+    fields = {name: value for name, value in resource.__dict__.items() if name in type(resource).model_fields}
+    return type(resource)(**{**fields, **changes})
 
 
 class ModelGatewayResource(dg.ConfigurableResource):
@@ -74,6 +88,11 @@ class WarehouseResource(dg.ConfigurableResource):
         """One materialized partition, or None when it does not exist yet."""
         path = warehouse.partition_path(self.base_path, domain, asset, **parts)
         return warehouse.read_table(path) if path.exists() else None
+
+    def sha256_one(self, domain: str, asset: str, **parts: str) -> str | None:
+        """The sha256 recorded when a partition's file was written (its provenance), or None without one."""
+        path = warehouse.partition_path(self.base_path, domain, asset, **parts)
+        return warehouse.recorded_sha256(path) if path.exists() else None
 
     def remove_one(self, domain: str, asset: str, **parts: str) -> bool:
         """Delete one partition's file (a gate refused its rows); whether there was one."""

@@ -109,6 +109,22 @@ def plot_pass_curves(
     return _render(draw)
 
 
+def plot_loss_curves(curves: dict[str, list[float]]) -> bytes:
+    """PNG of each training method's loss by step (trained_policy): the value at the source profile is step 0."""
+    def draw(axes: Axes) -> None:
+        axes.set_title("training loss by step (step 0: the source profile)")
+        axes.set_xlabel("step")
+        axes.set_ylabel("loss (each method its own objective)")
+        if not curves:
+            _no_data(axes, "no method trained")
+            return
+        for method, losses in sorted(curves.items()):
+            axes.plot(range(len(losses)), losses, marker="." if len(losses) < 40 else None, label=method)
+        axes.legend(loc="upper right", fontsize="small")
+
+    return _render(draw)
+
+
 def png_markdown(png: bytes, *, alt: str) -> str:
     """Markdown that shows a PNG inline (a base64 data URI), e.g. for Dagster's Markdown metadata."""
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"

@@ -91,3 +91,18 @@ def weights_chart(by_batch: pd.DataFrame, arms: tuple[str, ...]) -> str:
         lines.append(f"| {arm} | {_cell(sparkline(shown[f'w_{arm}'].astype(float).tolist()))} "
                      f"| {column.iloc[0]:.2f} | {column.iloc[-1]:.2f} |")
     return fit_inline(lines, header=2, note="(every arm in the `weights_plot`)")
+
+
+def loss_chart(curves: dict[str, list[float]]) -> str:
+    """Each method's loss by step as a sparkline (its own scale), with the first and last value."""
+    if not curves:
+        return "no method trained"
+    lines = ["| method | loss by step | first | last | steps |", "|---|---|---:|---:|---:|"]
+    for method, losses in sorted(curves.items()):
+        values = np.asarray(losses, dtype=float)
+        low, high = float(np.nanmin(values)), float(np.nanmax(values))
+        step = max(1, int(np.ceil(len(values) / INLINE_CHART_WIDTH)))
+        scaled = ((values[::step] - low) / (high - low) if high > low else np.zeros(len(values[::step]))).tolist()
+        lines.append(f"| {method} | {_cell(sparkline(scaled))} | {values[0]:.3f} | {values[-1]:.3f} "
+                     f"| {len(values) - 1} |")
+    return fit_inline(lines, header=2, note="(every step in the `loss_plot`)")

@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,11 +111,10 @@ class SimAgent:
         emit the same message, so its log-probability is the log of the sum over every path that emits it.
         """
         gen = rng(seed, "agent", transcript_digest(messages))
-        base = _Turn(self.profile, messages, tools, salt=digest(seed, len(messages)))
-        intents = base.intents()
-        intent_logp = log_probs([logit for _, logit in intents], temperature)
         # Every path's options, computed once: one set is sampled from, all of them give the marginal.
-        paths = [base.fork().options(base.resolve(intent, intents)) for intent, _ in intents]
+        turn = branches(self.profile, messages, tools, seed=seed)
+        intent_logp = log_probs([b.logit for b in turn], temperature)
+        paths = [b.options for b in turn]
         path_logp = [log_probs([o.logit for o in options], temperature) for options in paths]
         index = pick(intent_logp, temperature=temperature, gen=gen)
         chosen = paths[index][pick(path_logp[index], temperature=temperature, gen=gen)]
@@ -126,6 +126,28 @@ class SimAgent:
         body = chosen.message.get("content") or "".join(
             c["function"]["name"] + c["function"]["arguments"] for c in chosen.message.get("tool_calls") or [])
         return Decision(chosen.message, float(total), max(1, len(tokens(body))), chosen.name, chosen.flaw)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One intent the agent may pursue at a turn: its logit (no profile value enters it) and its candidate options."""
+
+    intent: str | None
+    logit: float
+    options: list[Option]
+
+
+def branches(profile: Mapping[str, Any], messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+             seed: int) -> list[Branch]:
+    """Every intent and its options at one turn, exactly as `SimAgent.respond` samples from them.
+
+    Profile values reach option logits only through `+` (a flaw's logit, plus pressure, plus pick_ambiguous), so
+    a profile of symbolic values that support `+` with floats gives each option logit as a formula: what fitting
+    a profile to transcripts (sim_pipeline.train) reads its coefficients from.
+    """
+    base = _Turn(profile, messages, tools, salt=digest(seed, len(messages)))
+    intents = base.intents()
+    return [Branch(intent, logit, base.fork().options(base.resolve(intent, intents))) for intent, logit in intents]
 
 
 class _Turn:

@@ -13,6 +13,7 @@ from sim_pipeline.models.sim_agent import SimAgent
 from sim_pipeline.models.sim_judge import SimJudge
 from sim_pipeline.models.sim_user import SimUser
 from sim_pipeline.models.sim_writer import SimWriter, writer_tokens
+from sim_pipeline.models.trained_profiles import load_profile, profile_path, trained_hash, trained_names
 
 PREFIX = "sim/"
 JUDGES = {"judge": SimJudge(), "judge-lenient": SimJudge(flaw="lenient"),
@@ -31,14 +32,24 @@ class SimOutput:
     n_tokens: int
 
 
+def _fixed_names() -> list[str]:
+    return [PREFIX + n for n in [*defaults.AGENT_PROFILES, "user", "writer", *JUDGES]]
+
+
 def sim_model_names() -> list[str]:
-    """Every embedded model, with the sim/ prefix (plus the sim/latency-<ms> family)."""
-    return sorted(PREFIX + n for n in [*defaults.AGENT_PROFILES, "user", "writer", *JUDGES])
+    """Every embedded model, with the sim/ prefix: the fixed ones and each fitted profile saved in the trained
+    directory (sim/trained-<hash>); plus the sim/latency-<ms> family."""
+    return sorted([*_fixed_names(), *trained_names()])
 
 
 def serves(model: str) -> bool:
-    """Whether the embedded backend answers this sim/ model (one of sim_model_names(), or sim/latency-<ms>)."""
-    return model in sim_model_names() or bool(model.startswith(PREFIX) and LATENCY.match(model.removeprefix(PREFIX)))
+    """Whether the embedded backend answers this sim/ model: one of sim_model_names(), sim/latency-<ms>, or
+    sim/trained-<hash> whose profile file exists."""
+    if not model.startswith(PREFIX):
+        return False
+    if trained_hash(model) is not None:
+        return profile_path(model).is_file()
+    return model in _fixed_names() or bool(LATENCY.match(model.removeprefix(PREFIX)))
 
 
 def latency_seconds(model: str) -> float:
@@ -61,9 +72,10 @@ def respond(model: str, messages: list[dict[str, Any]], *, tools: list[dict[str,
             temperature: float = 1.0, seed: int = 0) -> SimOutput:
     """Run one embedded model (name with or without the sim/ prefix) on a conversation."""
     name = model.removeprefix(PREFIX)
-    if name in defaults.AGENT_PROFILES:
-        decision = SimAgent(defaults.AGENT_PROFILES[name]).respond(messages, tools or [], temperature=temperature,
-                                                                   seed=seed)
+    if name in defaults.AGENT_PROFILES or trained_hash(name) is not None:
+        # A fitted profile's name pins it (the file is checked against the hash), so cached answers stay its own.
+        profile = defaults.AGENT_PROFILES[name] if name in defaults.AGENT_PROFILES else load_profile(name)
+        decision = SimAgent(profile).respond(messages, tools or [], temperature=temperature, seed=seed)
         return SimOutput(decision.message, decision.logprob, decision.n_tokens)
     if name == "user":
         reply = USER.respond(messages, temperature=temperature, seed=seed)

@@ -66,7 +66,7 @@ def _location(executor: Any = None) -> Any:
     import dagster as dg
 
     from sim_pipeline_tests.deploy.locations import small_definitions
-    from sim_pipeline_tests.resources import replaced
+    from sim_pipeline.defs.resources import replaced
 
     built = small_definitions(os.environ[WAREHOUSE_VARIABLE], os.environ[REGISTRY_VARIABLE], "unused")
     gateway = replaced(built.resources["gateway"], cache_dir=None, concurrency=CALLS_IN_FLIGHT)

@@ -7,7 +7,7 @@ import dagster as dg
 
 from sim_pipeline.definitions import build_definitions
 from sim_pipeline.defs.resources import RegistryResource, SimulationResource
-from sim_pipeline_tests.resources import replaced
+from sim_pipeline.defs.resources import replaced
 
 _built = build_definitions(["retail"], warehouse=os.environ.get("SIM_PIPELINE_TEST_WAREHOUSE", "data/warehouse"))
 defs = dg.Definitions(assets=list(_built.assets or []), jobs=list(_built.jobs or []), executor=dg.in_process_executor,

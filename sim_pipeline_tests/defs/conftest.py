@@ -6,7 +6,7 @@ import yaml
 
 from sim_pipeline.definitions import build_definitions
 from sim_pipeline.defs.resources import RegistryResource, SimulationResource
-from sim_pipeline_tests.resources import replaced
+from sim_pipeline.defs.resources import replaced
 
 REGISTRY = {
     "defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},

@@ -11,7 +11,7 @@ from sim_pipeline.grade import judge_trust
 from sim_pipeline.registry import load_registry, versions_for
 from sim_pipeline.report import render
 from sim_pipeline_tests.scripted_server import ScriptedServer, always
-from sim_pipeline_tests.resources import replaced
+from sim_pipeline.defs.resources import replaced
 
 SEED_STEPS = ["axes", "covering_array", "world", "situations"]
 POLICY_STEPS = ["search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",

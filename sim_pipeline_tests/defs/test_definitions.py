@@ -6,7 +6,7 @@ import dagster as dg
 from sim_pipeline.definitions import build_definitions, defs
 
 STEPS = ["axes", "covering_array", "world", "situations", "search", "rollouts", "grades", "sft", "preference_pairs",
-         "grpo_groups", "reward_model_set", "reward_model_pairs", "scores", "delta"]
+         "grpo_groups", "reward_model_set", "reward_model_pairs", "scores", "delta", "trained_policy"]
 
 
 def test_definitions_are_loadable():
@@ -32,6 +32,9 @@ def test_graph_snapshot():
     assert graph.get(dg.AssetKey(["retail", "grades"])).partitions_def.partition_dimension_names == \
         ["policy_version", "seed"]
     assert graph.get(dg.AssetKey(["retail", "sft"])).automation_condition is not None
+    # Step 09 reads the three training cuts, and nothing starts it on its own: training is a decision.
+    assert deps["retail/trained_policy"] == ["retail/grpo_groups", "retail/preference_pairs", "retail/sft"]
+    assert graph.get(dg.AssetKey(["retail", "trained_policy"])).automation_condition is None
 
 
 def test_every_job_schedule_and_sensor_says_what_it_does():

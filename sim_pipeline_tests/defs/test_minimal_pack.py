@@ -15,7 +15,7 @@ from sim_pipeline.defs.resources import RegistryResource, SimulationResource
 from sim_pipeline.domain import DOMAINS_DIR, load_domain
 from sim_pipeline.registry import load_registry, versions_for
 from sim_pipeline.report import render
-from sim_pipeline_tests.resources import replaced
+from sim_pipeline.defs.resources import replaced
 
 STEPS = ["search", "rollouts", "grades", "sft", "preference_pairs", "grpo_groups", "reward_model_set",
          "reward_model_pairs", "scores"]

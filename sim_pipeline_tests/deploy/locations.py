@@ -7,7 +7,7 @@ import dagster as dg
 
 from sim_pipeline.definitions import build_definitions
 from sim_pipeline.defs.resources import RegistryResource, SimulationResource
-from sim_pipeline_tests.resources import replaced
+from sim_pipeline.defs.resources import replaced
 
 DOMAIN = "retail"
 # The sizes the backfill test's location uses: small, and the judge-trust check still sees enough gold rows.

@@ -1,7 +1,7 @@
 import dagster as dg
 
 from sim_pipeline.defs.resources import ModelGatewayResource
-from sim_pipeline_tests.resources import replaced
+from sim_pipeline.defs.resources import replaced
 
 
 def test_a_replaced_field_reaches_the_asset_at_run_time_where_model_copy_does_not(tmp_path):
