@@ -19,7 +19,7 @@ import dagster as dg
 import yaml
 from dagster_celery import celery_executor
 
-from sim_pipeline.definitions import build_definitions
+from sim_pipeline.definitions import build_definitions, lazy_definitions
 
 CELERY_CONFIG_VARIABLE = "SIM_PIPELINE_CELERY_CONFIG"
 DEFAULT_CELERY_CONFIG = Path(__file__).with_name("celery.yaml")
@@ -48,19 +48,5 @@ def with_celery_executor(defs: dg.Definitions, config: Mapping[str, Any] | None 
     return dg.Definitions.merge(defs, dg.Definitions(executor=executor))
 
 
-@cache
-def _all_definitions() -> dg.Definitions:
-    return with_celery_executor(build_definitions())
-
-
-def __getattr__(name: str) -> Any:
-    """`defs` (every domain, Celery executor), built when Dagster's loader first asks for it, as in
-    sim_pipeline/definitions.py: importing this module for its helpers builds nothing."""
-    if name == "defs":
-        return _all_definitions()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The module's names with `defs`, so Dagster's loader finds the Definitions."""
-    return sorted([*globals(), "defs"])
+# `defs` (every domain), built when Dagster's loader first asks for it, as in sim_pipeline/definitions.py.
+__getattr__, __dir__ = lazy_definitions(cache(lambda: with_celery_executor(build_definitions())), globals())

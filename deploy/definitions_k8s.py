@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 from dagster_k8s import k8s_job_executor
 
-from sim_pipeline.definitions import build_definitions
+from sim_pipeline.definitions import build_definitions, lazy_definitions
 
 # Steps of one run that run as Jobs at once: a policy run has at most six steps ready together (the cuts after the
 # grades), and each step Job costs a pod start (seconds), so eight leaves room without flooding the scheduler.
@@ -40,18 +40,5 @@ def with_k8s_job_executor(defs: dg.Definitions, config: Mapping[str, Any] | None
     return dg.Definitions.merge(defs, dg.Definitions(executor=executor))
 
 
-@cache
-def _all_definitions() -> dg.Definitions:
-    return with_k8s_job_executor(build_definitions())
-
-
-def __getattr__(name: str) -> Any:
-    """`defs` (every domain, one Kubernetes Job per step), built when Dagster's loader first asks for it."""
-    if name == "defs":
-        return _all_definitions()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The module's names with `defs`, so Dagster's loader finds the Definitions."""
-    return sorted([*globals(), "defs"])
+# `defs` (every domain), built when Dagster's loader first asks for it, as in sim_pipeline/definitions.py.
+__getattr__, __dir__ = lazy_definitions(cache(lambda: with_k8s_job_executor(build_definitions())), globals())

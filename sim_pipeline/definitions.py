@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from functools import cache
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -89,18 +90,21 @@ def build_definitions(domains: list[str] | None = None, *, warehouse: str = WARE
     )
 
 
-@cache
-def _all_definitions() -> dg.Definitions:
-    return build_definitions()
+def lazy_definitions(build: Callable[[], dg.Definitions],
+                     module_globals: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A module's `__getattr__` and `__dir__` (PEP 562) whose `defs` is `build()` (cache it: it is called on every
+    access): importing the module for its helpers builds nothing, and Dagster's loader still finds `defs`."""
+    def module_getattr(name: str) -> Any:
+        if name == "defs":
+            return build()
+        raise AttributeError(f"module {module_globals['__name__']!r} has no attribute {name!r}")
+
+    def module_dir() -> list[str]:
+        return sorted([*module_globals, "defs"])
+
+    return module_getattr, module_dir
 
 
-def __getattr__(name: str) -> Any:
-    """`defs` (every domain), built when the UI or a test first asks for it."""
-    if name == "defs":
-        return _all_definitions()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The module's names with `defs`, so Dagster's loader finds the Definitions."""
-    return sorted([*globals(), "defs"])
+# `defs` (every domain), built when the UI or a test first asks for it.
+_all_definitions = cache(build_definitions)
+__getattr__, __dir__ = lazy_definitions(_all_definitions, globals())

@@ -43,7 +43,10 @@ RUN_TIMEOUT_S = 300  # the three small runs take about 25 s on two cores; a step
 SCRIPT_TIMEOUT_S = 120  # scale-up gives each worker 60 s to be ready; scale-down is given STOP_TIMEOUT_S below
 STOP_TIMEOUT_S = 30  # the workers are idle when stopped: a warm shutdown takes a second or two
 TEST_RESULT_EXPIRES_S = 600  # the test's task results leave Redis ten minutes after the test
-BACKFILL_TIMEOUT_S = 300  # the backfill's six runs take about a minute on two cores
+# Two seeds whose small runs have enough gold labels for a trusted judge on both versions (seed 1's agent-v2 run at
+# these sizes is judged untrusted, which blocks its cuts and the delta, as it should).
+BACKFILL_SEEDS = ["0", "2"]
+BACKFILL_TIMEOUT_S = 480  # the backfill's eleven runs take about two minutes on two cores
 DAEMON_POLL_S = 1.0  # between iterations of the backfill and queue daemons, as a daemon's loop would wait
 # axes, the seed's plan, world and situations, then one (version, seed) partition: each a run through Celery.
 JOBS = [f"{DOMAIN}_axes_job", f"{DOMAIN}_seed_job:0", f"{DOMAIN}_policy_job:{partition_key('agent-v1', '0')}"]
@@ -134,13 +137,14 @@ def celery_environment(postgres_home, registry_path, tmp_path, monkeypatch):
             _forget_queue(queue)
 
 
-def in_process_digests(tmp_path: Path, registry_path: Path) -> dict[str, str]:
-    """The sha256 of every Parquet file the JOBS write in one process, from a warehouse and model cache of their own."""
+def in_process_digests(tmp_path: Path, registry_path: Path, jobs: list[str] = JOBS) -> dict[str, str]:
+    """The sha256 of every Parquet file the jobs (JOB[:PARTITION], in order) write in one process, from a warehouse
+    and model cache of their own."""
     reference = small_definitions(str(tmp_path / "reference"), str(registry_path), str(tmp_path / "reference_cache"),
                                   executor=dg.in_process_executor)
     with dg.instance_for_test() as local:
         local.add_dynamic_partitions(f"{DOMAIN}_policy_version", list(REGISTRY["policies"]))
-        for item in JOBS:
+        for item in jobs:
             job, _, partition = item.partition(":")
             assert reference.resolve_job_def(job).execute_in_process(instance=local, partition_key=partition or None,
                                                                      raise_on_error=False).success, job
@@ -216,7 +220,7 @@ def test_two_workers_run_a_partitions_steps_and_write_the_bytes_of_an_in_process
 
 
 def test_a_backfill_goes_through_the_production_queue_and_launcher_to_the_workers(
-        celery_environment, production_instance):
+        celery_environment, production_instance, registry_path, tmp_path):
     """The whole production path: `launch_backfill` queues an asset backfill; the backfill daemon submits its runs
     to the provider queue; the queue daemon launches each with the default run launcher (a process per run, from
     a gRPC code server); each run's steps go to the Celery workers."""
@@ -234,7 +238,7 @@ def test_a_backfill_goes_through_the_production_queue_and_launcher_to_the_worker
     script("scale-up.sh", str(WORKERS))
     workers = {int((worker_dir / f"w{i}.pid").read_text()) for i in range(1, WORKERS + 1)}
     registry = load_registry(os.environ[REGISTRY_VARIABLE])
-    plan = plan_backfill(DOMAIN, [registry["agent-v1"], registry["agent-v2"]], ["0"])
+    plan = plan_backfill(DOMAIN, [registry["agent-v1"], registry["agent-v2"]], BACKFILL_SEEDS)
     backfill_id = launch_backfill(instance, DOMAIN, plan, defs=celery_location.defs)
     target = ModuleTarget(module_name="sim_pipeline_tests.deploy.celery_location", attribute="defs",
                           working_directory=str(REPO), location_name="deploy_test")
@@ -258,3 +262,13 @@ def test_a_backfill_goes_through_the_production_queue_and_launcher_to_the_worker
         assert step_pids and {parent_of(pid) for pid in step_pids} <= workers  # every step in a worker's pool
     delta = instance.get_latest_materialization_event(dg.AssetKey([DOMAIN, "delta"]))
     assert delta.dagster_event.partition == "agent-v2" and delta.run_id in {run.run_id for run in runs}
+
+    # Two versions x two seeds and the delta over both seeds: every file is byte for byte what the same jobs write
+    # in one process.
+    distributed = parquet_digests(tmp_path / "warehouse")
+    assert {f"{DOMAIN}/rollouts/policy_version={v}/seed={s}.parquet" for v in ("agent-v1", "agent-v2")
+            for s in BACKFILL_SEEDS} | {f"{DOMAIN}/delta/policy_version=agent-v2.parquet"} <= set(distributed)
+    jobs = [f"{DOMAIN}_axes_job", *[f"{DOMAIN}_seed_job:{s}" for s in BACKFILL_SEEDS],
+            *[f"{DOMAIN}_policy_job:{partition_key(v, s)}" for v in ("agent-v1", "agent-v2") for s in BACKFILL_SEEDS],
+            f"{DOMAIN}_delta_job:agent-v2"]
+    assert distributed == in_process_digests(tmp_path, registry_path, jobs)
