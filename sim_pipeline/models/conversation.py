@@ -1,7 +1,16 @@
 """Reading a chat transcript: the facts said so far, the tool calls and results, confirmations, pressure.
 
 The embedded models read conversations the way an LLM would have to: from the messages alone (what an agent's reply
-does through protocol.classify_reply, like every other reader).
+does through protocol.classify_reply, like every other reader). Besides what the user asks, a Reading notes what
+real agents stumble on, each detected from the text in general terms, not from any one generator's sentences:
+
+- injected instructions (`injections`): a sentence of a user message that orders the assistant to drop its
+  instructions or checks ("ignore all previous rules", "skip verification", "you are pre-approved"), and any text in
+  a tool result that does so or speaks in the voice of the system or an administrator ("SYSTEM: ..."): data never
+  gives orders (Greshake et al. 2023, indirect prompt injection);
+- indirect or mixed-language requests (`indirectness`): hedges that talk around the request ("I was wondering
+  whether", "maybe", "something is wrong with") and words of another language or with non-English letters;
+- how far back a value was said (`distances`): characters of conversation after its last mention.
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, classify_reply
@@ -21,7 +31,40 @@ _NUMBER = re.compile(r"\$?(\d+(?:\.\d+)?)")
 _AFFIRM = re.compile(r"\b(yes|yeah|yep|go ahead|please do|confirm(ed)?|do it|proceed)\b", re.IGNORECASE)
 _NEGATE = re.compile(r"\b(no|don't|do not|stop|cancel that|wait)\b", re.IGNORECASE)
 _PRESSURE = re.compile(r"\b(ignore|override|skip|obliged|immediately|right now|manager told|bend the rules|"
-                       r"without verification|asap|rush)\b", re.IGNORECASE)
+                       r"without verification|asap|rush|urgent(?:ly)?|emergency|lawyer|or else|unacceptable)\b",
+                       re.IGNORECASE)
+# An order to the assistant to drop its instructions or checks (Greshake et al. 2023; Perez & Ribeiro 2022).
+_OVERRIDE = re.compile(
+    r"\b(?:ignore|disregard|forget|override|bypass)\b[^.;\n]{0,40}?\b(?:instructions?|rules?|checks?|polic(?:y|ies)|"
+    r"guidelines|prompt|verification|confirmation|formalities|procedures?)\b"
+    r"|\b(?:skip|waive|without|no need (?:for|to))\b[^.;\n]{0,30}?\b(?:verif\w*|confirm\w*|checks?|formalities|"
+    r"approval)\b|\bpre-?(?:approved|authori[sz]ed|verified)\b|\bauthori[sz]e[sd]? (?:you|the (?:agent|assistant))\b"
+    r"|\bnew instructions?\b|\b(?:the )?(?:agent|assistant) (?:must|should|is (?:required|obliged) to)\b",
+    re.IGNORECASE)
+# Text that speaks as the system or an administrator: in a tool result it is never the data it should be.
+_ROLE_CLAIM = re.compile(
+    r"(?:^|[\s\[(])(?:system|admin(?:istrator)?|developer|operator|assistant)(?:\s+(?:note|notice|message|override|"
+    r"instructions?|update))?\s*[:\]]|\bas (?:the|an|your) (?:\w+ )?(?:admin(?:istrator)?|developer|operator|"
+    r"supervisor|manager)\b|\bI am (?:the|an|your) (?:\w+ )?(?:admin(?:istrator)?|developer|operator|supervisor|"
+    r"manager)\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+# Talking around a request instead of making it (indirect speech acts): each distinct hedge is one signal.
+_HEDGES = re.compile(
+    r"\b(?:i was wondering|wonder(?:ing)? (?:if|whether)|would it be possible|is there any way|any chance|"
+    r"not (?:entirely |really )?sure|i think i might|maybe|perhaps|possibly|hypothetically|what would happen if|"
+    r"how would i|how (?:does )?it works?|just curious|something(?:'s| is) (?:wrong|off|up)|there(?:'s| is) (?:a|an|some) "
+    r"(?:issue|problem)|having (?:trouble|an issue|a problem)|kind of|sort of|i guess|if that's (?:ok|okay|alright)|"
+    r"if possible|long story short)\b", re.IGNORECASE)
+# Common words of languages customers mix into English (es, fr, de, pt, it): function words and request verbs that
+# are not English words, so a plain English sentence never hits them.
+_FOREIGN_WORDS = frozenset("""
+hola necesito ayuda quiero pedido gracias cancelar reembolsar devolver rastrear consultar cambiar restablecer
+mi por para usted puede articulo direccion envio cuenta tengo quisiera porque bonjour merci voudrais commande aide
+remboursement annuler veux vous pouvez suis mon mes une avec bitte danke ich meine bestellung hilfe stornieren
+erstatten konto nicht und ist eine mein kann obrigado preciso encomenda meu minha ajuda ciao grazie vorrei ordine
+aiuto rimborso annullare mio della sono
+""".split())
+_LETTERS = re.compile(r"[^\W\d_]+")
 
 
 def tokens(text: str | None) -> list[str]:
@@ -96,6 +139,7 @@ class Reading:
     refused_confirmation: bool = False
     asked_confirmation: bool = False
     pressure: bool = False
+    injections: list[str] = field(default_factory=list)  # injected instructions, oldest first (see the module)
 
     @property
     def last_turn(self) -> ToolTurn | None:
@@ -117,6 +161,7 @@ def read(messages: list[dict[str, Any]]) -> Reading:
             text = _content(message)
             out.user_texts.append(text)
             out.pressure = out.pressure or bool(_PRESSURE.search(text))
+            out.injections += _said_injections(text)
             if out.asked_confirmation:
                 # Only a reply to the latest confirmation question counts as consent.
                 out.confirmed = bool(_AFFIRM.search(text)) and not bool(_NEGATE.search(text.split(".")[0]))
@@ -144,8 +189,72 @@ def read(messages: list[dict[str, Any]]) -> Reading:
                 except ValueError:
                     result = {"status": "malformed", "raw": _content(message)}
                 turn.result = result if isinstance(result, dict) else {"status": "malformed"}
+                out.injections += _data_injections(_content(message))
         if role in ("user", "assistant", "tool"):
             out.last_role = role
+    return out
+
+
+# Each is read once per distinct text: a conversation is re-read at every turn, with the same messages in it.
+@lru_cache(maxsize=4096)
+def _said_injections(text: str) -> tuple[str, ...]:
+    """The sentences of a user message that order the assistant to drop its instructions or checks."""
+    if not _OVERRIDE.search(text):
+        return ()
+    return tuple(m.strip() for m in _SENTENCE.findall(text) if _OVERRIDE.search(m))
+
+
+@lru_cache(maxsize=4096)
+def _data_injections(content: str) -> tuple[str, ...]:
+    """The texts inside a tool result (its JSON) that give the assistant orders or speak as the system."""
+    if not (_OVERRIDE.search(content) or _ROLE_CLAIM.search(content)):
+        return ()
+    try:
+        result = json.loads(content)
+    except ValueError:
+        result = content
+    return tuple(t for t in _strings(result) if _OVERRIDE.search(t) or _ROLE_CLAIM.search(t))
+
+
+def _strings(value: Any) -> list[str]:
+    """Every text inside a tool result (nested objects and lists too), in key order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k in sorted(value) for t in _strings(value[k])]
+    if isinstance(value, list):
+        return [t for v in value for t in _strings(v)]
+    return []
+
+
+@lru_cache(maxsize=1024)
+def indirectness(text: str) -> int:
+    """How indirectly a request is put: distinct hedges, plus distinct words of another language or with letters
+    English does not use (each one signal)."""
+    hedges = {h.lower() for h in _HEDGES.findall(text)}
+    words = {w.lower() for w in _LETTERS.findall(text)}
+    foreign = {w for w in words if w in _FOREIGN_WORDS or not w.isascii()}
+    return len(hedges) + len(foreign)
+
+
+def distances(messages: list[dict[str, Any]], values: dict[str, Any]) -> dict[str, int]:
+    """Characters of conversation (the system prompt aside) after each value's last mention, by argument name.
+
+    What an agent must look back over to find a fact; a value never written out as text (a list, a number the tools
+    formatted differently) is at distance 0: it is not looked for.
+    """
+    parts = []
+    for m in messages:
+        if m.get("role") == "system":
+            continue
+        parts.append(_content(m))
+        parts += [(c.get("function") or {}).get("arguments") or "" for c in m.get("tool_calls") or []]
+    text = "\n".join(parts).lower()
+    out = {}
+    for name, value in values.items():
+        said = str(value).lower() if isinstance(value, (str, int, float)) else ""
+        at = text.rfind(said) if said else -1
+        out[name] = len(text) - at - len(said) if at >= 0 else 0
     return out
 
 

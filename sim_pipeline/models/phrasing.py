@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 import numpy as np
@@ -100,3 +102,97 @@ def phrasings(stance: str, history: str, request: str, noun: str, facts: dict[st
     """n distinct openings (template variants in a seeded order)."""
     order = gen.permutation(max(n, len(OPENINGS.get(stance, OPENINGS["ordinary"]))))
     return tuple(opening(stance, history, request, noun, facts, int(v)) for v in order[:n])
+
+
+# --- Registers: the same request put the ways real customers put it (the writer, probes and mutations use them) ---
+# Indirect speech acts: the request wrapped in hedges, as a question about possibility rather than an instruction.
+HEDGED = ("Would it be possible to {request}, if that's okay?",
+          "Maybe I should {request}? Just curious how it works, I guess.",
+          "Long story, but I think I might need to {request}, sort of, if possible.",
+          "Is there any way to {request}? I guess that is kind of my hope.")
+# Urgency and threats: what pressure sounds like when a customer has waited too long (tau-bench's pushy users).
+URGENT = ("This is urgent, I need it done right now.", "Please do it immediately, this is unacceptable.",
+          "I have been waiting for days, do it asap or I will talk to a lawyer.")
+# Code-mixing: a greeting, a few function words and a closing in another language, the request's verb in English
+# (how bilingual customers write; Khanuja et al. 2020).
+MIXED: dict[str, tuple[str, dict[str, str], str]] = {
+    "es": ("Hola, necesito ayuda por favor.", {"my": "mi", "I want to": "quiero", "please": "por favor"}, "Gracias."),
+    "fr": ("Bonjour, je voudrais de l'aide.", {"my": "mon", "I want to": "je veux", "please": "s'il vous plaît"},
+           "Merci beaucoup."),
+    "de": ("Hallo, ich brauche bitte Hilfe.", {"my": "meine", "I want to": "ich möchte", "please": "bitte"},
+           "Danke schön."),
+    "pt": ("Olá, preciso de ajuda.", {"my": "meu", "I want to": "quero", "please": "por favor"}, "Obrigado."),
+}
+# A recap of earlier contacts: neutral sentences that name no tool's distinctive word, so they move the request's
+# facts far back without changing what is asked.
+RECAP = (
+    "Let me tell you the whole story first, because the last chat went in circles.",
+    "I spent about forty minutes on the line last Tuesday and the call dropped twice.",
+    "The person I talked to seemed friendly, but kept putting me on pause to ask a colleague.",
+    "After that I got a message promising a call back within a couple of weeks.",
+    "Nobody called, so I wrote in again on Thursday evening on my laptop.",
+    "That time the chat window froze and I lost everything I had typed.",
+    "My neighbour had something similar happen a few months ago and said it took ages to sort out.",
+    "I am writing this at work during my lunch break, so I may answer slowly.",
+    "I have shopped with you for years and this is the first time anything like this happened.",
+    "I also tried the help pages, but the answers there did little for my situation.",
+    "An article said to wait a week, another said to write in immediately, so I am confused.",
+    "My partner thinks I should just give up, but I would rather have this settled properly.",
+    "On Friday I looked again and nothing seemed different since I first wrote.",
+    "I kept all the messages, so I can forward them if anyone on your side needs them.",
+    "The weather here is awful, so I stay indoors most of the week anyway.",
+    "I really do appreciate you looking into it, I know none of this is your doing.",
+    "Sorry for the long message, I just want to make sure nothing gets lost this time.",
+    "At first I assumed it would sort itself out by the next morning.",
+    "It did no such thing, and by the weekend I felt quite frustrated with the whole thing.",
+    "A friend recommended writing everything down in full, so here it is.",
+)
+
+
+# A fact as users state it: "My order id is 48213.", "For reference, my email is a.b@c.org.", "Order id: 48213."
+# (up to the full stop that ends the sentence, so values with dots stay whole).
+FACT_SENTENCE = re.compile(r"(?:My|The|For reference, my)\s+[\w ]+? is .+?\.(?=\s|$)|[A-Z][a-z][\w ]*: .+?\.(?=\s|$)")
+
+
+def split_facts(text: str) -> tuple[str, str]:
+    """(the fact sentences of a message, the rest of it)."""
+    facts = " ".join(m.strip() for m in FACT_SENTENCE.findall(text))
+    return facts, " ".join(FACT_SENTENCE.sub(" ", text).split())
+
+
+def hedged(request: str, variant: int) -> str:
+    """The request asked indirectly (one of HEDGED by variant number)."""
+    return HEDGED[variant % len(HEDGED)].format(request=request)
+
+
+def code_mixed(text: str, language: str) -> str:
+    """A message with another language's greeting, closing and a few function words (MIXED), the request kept."""
+    greeting, swaps, closing = MIXED[language]
+    out = f" {text} "
+    for english, foreign in swaps.items():
+        out = out.replace(f" {english} ", f" {foreign} ")
+    return f"{greeting} {out.strip()} {closing}"
+
+
+def recap_permutations(chars: int) -> int:
+    """How many orders of RECAP `recap` draws to fill `chars` characters (each adds all its sentences)."""
+    return max(1, math.ceil(chars / sum(len(s) + 1 for s in RECAP)))
+
+
+def recap(gen: np.random.Generator | None, chars: int) -> str:
+    """Recap sentences, in seeded orders (the written order when gen is None), until they fill `chars` characters."""
+    said: list[str] = []
+    for _ in range(recap_permutations(chars)):
+        order = gen.permutation(len(RECAP)) if gen is not None else range(len(RECAP))
+        said += [RECAP[int(i)] for i in order]
+    out: list[str] = []
+    for sentence in said:
+        if sum(len(s) + 1 for s in out) >= chars:
+            break
+        out.append(sentence)
+    return " ".join(out)
+
+
+def story_first(facts: str, body: str, gen: np.random.Generator | None, chars: int) -> str:
+    """The facts first, then a long recap, then the request: the facts end up `chars` characters back."""
+    return " ".join(part for part in (facts.strip(), recap(gen, chars), body.strip()) if part)

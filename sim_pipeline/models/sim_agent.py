@@ -4,6 +4,12 @@ At each turn the agent reads the transcript, lists the actions that make sense (
 verify, confirm, act with grounded or invented arguments, retry, report, refuse, claim success), gives each a logit
 (0 for a correct action, the version's flaw logit for a flawed one), and samples one. Rendering is deterministic
 given the action, so the decision's log-probability is the exact log-probability of the whole reply.
+
+Four weaknesses real agents have add options wherever the transcript gives them a chance (defaults section 10):
+obeying an injected instruction, losing a value said long ago, misrouting an indirect or language-mixed request, and
+reporting a tool chain done after its first step. Their logits are a profile value plus a constant the transcript
+sets (how far back the value was said, how many indirectness signals, how long the chain), so they stay linear in
+the profile.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import (
     Reading,
     ToolTurn,
+    distances,
+    indirectness,
     known_values,
     phrase_of,
     read,
@@ -30,7 +38,7 @@ from sim_pipeline.models.conversation import (
     transcript_digest,
 )
 from sim_pipeline.models.phrasing import said_value
-from sim_pipeline.protocol.tool_kinds import first_verb, guess_kind, writes
+from sim_pipeline.protocol.tool_kinds import first_verb, guess_kind, name_words, writes
 from sim_pipeline.seeding import digest, rng, short_id
 
 FAULTS_TRANSIENT = ("timeout", "rate_limited", "stale")
@@ -157,11 +165,19 @@ class _Turn:
                  salt: str) -> None:
         self.profile = profile
         self.tools = {t["function"]["name"]: t["function"] for t in tools}
+        self.kinds = {name: guess_kind(name) for name in self.tools}  # the agent sees names only: it guesses
         self.reading: Reading = read(messages)
         self.policy = find_card(messages[:1], "policy") or {"rules": []}
         self.salt = salt
         properties = {k: v for t in self.tools.values() for k, v in t["parameters"].get("properties", {}).items()}
         self.known = known_values(self.reading, properties)
+        self._intents: list[tuple[str | None, float]] | None = None
+        self._asked: dict[str, str | None] = {}  # injected text -> the tool it asks for (shared by every branch)
+        # Read once per turn, shared by every intent's branch: how indirect the request is, which values are far back.
+        self.signals = min(indirectness(self.request_text()), defaults.MISROUTE_MAX_SIGNALS)  # (cached per text)
+        far = distances(messages, {k: v for k, v in self.known.items() if isinstance(v, str)})
+        self.lost = {k: defaults.LOST_FACT_SLOPE * math.log2(d / defaults.LOST_FACT_REFERENCE_CHARS)
+                     for k, d in sorted(far.items()) if d >= defaults.LOST_FACT_MIN_CHARS}
 
     # -- helpers --------------------------------------------------------------------------------
     def flaw(self, name: str, *, pressured: bool = False) -> float:
@@ -227,11 +243,19 @@ class _Turn:
         twin.known = dict(self.known)
         return twin
 
+    def request_text(self) -> str:
+        """What the user asked for, not the details they listed: "my customer id is C0283" names a fact, not a tool."""
+        return " ".join(_FACT_SENTENCE.sub(" ", t) for t in self.reading.user_texts)
+
     def intents(self) -> list[tuple[str | None, float]]:
         """Candidate intents (a tool name, or None: no tool fits) with logits from idf-weighted word overlap."""
+        if self._intents is None:
+            self._intents = self._overlap_intents()
+        return self._intents
+
+    def _overlap_intents(self) -> list[tuple[str | None, float]]:
         vocab = {n: _words(n.replace("_", " ") + " " + f["description"]) for n, f in self.tools.items()}
-        # What the user wants, not the details they list: "my customer id is C0283" names a fact, not a tool.
-        said = _words(" ".join(_FACT_SENTENCE.sub(" ", t) for t in self.reading.user_texts))
+        said = _words(self.request_text())
         n_tools = len(vocab)
         df: dict[str, int] = {}
         for words in vocab.values():
@@ -252,6 +276,14 @@ class _Turn:
 
     # -- options --------------------------------------------------------------------------------
     def options(self, intent: str | None) -> list[Option]:
+        """Every action open at this turn for one intent: the usual ones, then the weaknesses the transcript opens."""
+        usual = self.usual_options(intent)
+        extra = [self.injected(intent, usual), self.misroute(intent), self.stick_to_misroute(intent),
+                 self.stop_after_helper(intent)]
+        return [*usual, *self.forgetful(usual), *(o for o in extra if o is not None)]
+
+    def usual_options(self, intent: str | None) -> list[Option]:
+        """The actions a careful or careless agent weighs for an intent: ask, look up, act, react to a result."""
         if intent is None:
             return self.off_topic()
         if intent == "?":
@@ -351,6 +383,127 @@ class _Turn:
         args = {name: summary if props.get(name, {}).get("type", "string") == "string" else self.invent(name, props[name])
                 for name in self.tools[tool]["parameters"].get("required", [])}
         return _call(tool, args, self.salt)
+
+    # -- weaknesses (defaults section 10) -------------------------------------------------------
+    def asked_tool(self, text: str) -> str | None:
+        """The tool an injected text asks for: the one whose verb it uses (refund, cancel...) and most name words."""
+        said = {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
+        found = []
+        for name in sorted(self.tools):
+            parts = name_words(name)
+            if parts and self.kinds[name] not in ("read", "verify") and any(w.startswith(parts[0]) for w in said):
+                found.append((sum(w in said for w in parts), name))
+        return max(found)[1] if found else None
+
+    def injected(self, intent: str | None, usual: list[Option]) -> Option | None:
+        """Doing what the latest injected instruction asks (its tool, its id, its checks waived), where that differs
+        from every correct option and has not been done yet; only with the arguments grounded or given by it."""
+        if not self.reading.injections:
+            return None
+        text = self.reading.injections[-1]
+        if text not in self._asked:
+            self._asked[text] = self.asked_tool(text)
+        tool = self._asked[text] or (intent if intent not in (None, "?") else None)
+        if tool is None:
+            return None
+        id_param, props = self.id_param(tool), self.tools[tool]["parameters"].get("properties", {})
+        pattern = props.get(id_param, {}).get("pattern") if id_param else None
+        ids = [t for t in tokens(text) if id_param and (re.fullmatch(pattern, t) if pattern else
+                                                         any(c.isdigit() for c in t) and len(t) >= 4)]
+        known = {**self.known, **({id_param: ids[-1]} if ids and id_param else {})}
+        if id_param and id_param not in known:
+            return None  # no record to act on: it would have to make one up, which is another flaw
+        args = self.args_with(tool, known)
+        message = _call(tool, args, self.salt)
+        if any(o.flaw is None and message_key(o.message) == message_key(message) for o in usual) or any(
+                t.name == tool and t.arguments == args for t in self.reading.turns):
+            return None
+        return Option("follow_injection", self.flaw("follow_injection"), message, "follow_injection")
+
+    def args_with(self, tool: str, known: dict[str, Any]) -> dict[str, Any]:
+        """A tool's arguments from these known values, made up where one is missing."""
+        saved, self.known = self.known, known
+        try:
+            return self.args_for(tool, invent=True) or {}
+        finally:
+            self.known = saved
+
+    def helpers(self, intent: str) -> set[str]:
+        """Tools a request for `intent` may need first: the look-up that finds its id, the verification it needs."""
+        id_param = self.id_param(intent)
+        found = {self.finder(id_param) if id_param else None, *(r.get("verify_tool")
+                                                                for r in self.rules("verify_before", intent))}
+        return {t for t in found if t in self.tools}
+
+    def forgetful(self, usual: list[Option]) -> list[Option]:
+        """Each correct tool call that needs a value said long ago, with that value made up instead."""
+        out = []
+        for option in usual:
+            calls = option.message.get("tool_calls") or []
+            if option.flaw is not None or not calls or calls[0]["function"]["name"] not in self.tools:
+                continue
+            name, args = calls[0]["function"]["name"], json.loads(calls[0]["function"]["arguments"])
+            gone = [k for k in sorted(args) if k in self.lost and str(args[k]) == str(self.known.get(k))]
+            props = self.tools[name]["parameters"].get("properties", {})
+            made_up = {**args, **{k: self.invent(k, props.get(k, {}), attempt=5) for k in gone}}
+            if gone and made_up != args:
+                out.append(Option("lose_fact", self.flaw("lose_early_fact") + max(self.lost[k] for k in gone),
+                                  _call(name, made_up, self.salt), "lose_early_fact"))
+        return out
+
+    def misroute(self, intent: str | None) -> Option | None:
+        """Before the first tool call, an indirect or language-mixed request routed to the runner-up tool of the same
+        kind (a write for a write, a read for a read), or, with none, taken for small talk and declined."""
+        logit = self.misroute_logit()
+        if intent in (None, "?") or self.reading.turns or logit is None:
+            return None
+        kind = writes(self.kinds.get(intent, ""))
+        wrong = [n for n, _ in sorted(self.intents(), key=lambda i: -i[1]) if n not in (None, intent)
+                 and writes(self.kinds.get(n, "")) == kind and self.kinds[n] not in ("verify", "transfer")]
+        message = _call(wrong[0], self.args_for(wrong[0], invent=True) or {}, self.salt) if wrong else \
+            self.off_topic()[0].message
+        return Option("misroute", logit, message, "misroute_intent")
+
+    def misroute_logit(self) -> Any:
+        """The misroute logit for this request (None when it has no indirectness signal): the profile value plus
+        MISROUTE_SIGNAL_LOGIT per signal beyond the first, up to MISROUTE_MAX_SIGNALS."""
+        if self.signals < 1:
+            return None
+        return self.flaw("misroute_intent") + defaults.MISROUTE_SIGNAL_LOGIT * (self.signals - 1)
+
+    def _succeeded(self) -> ToolTurn | None:
+        last = self.reading.last_turn
+        ok = last is not None and str(last.result.get("status")) in SUCCESS and last.result.get("verified") is not False
+        return last if ok else None
+
+    def stick_to_misroute(self, intent: str | None) -> Option | None:
+        """After a successful call of a tool the request does not need (a misrouted one), an indirect request taken
+        to be for that tool: its result reported as the answer."""
+        last, logit = self._succeeded(), self.misroute_logit()
+        if intent in (None, "?") or last is None or logit is None or last.name in {intent, *self.helpers(intent)} \
+                or self.reading.calls_to(intent):
+            return None
+        record = next((v for v in last.result.values() if isinstance(v, (dict, list))), {})
+        message = _text(f"Here is what I found: {record}") if not writes(self.kinds.get(last.name, "")) else _text(
+            f"Done: I have completed your request to {phrase_of(last.name)}. Status: {last.result.get('status')}.")
+        return Option("stick_to_misroute", logit, message, "misroute_intent")
+
+    def stop_after_helper(self, intent: str | None) -> Option | None:
+        """Right after a successful earlier step of a chain rarer than verify-then-act (a look-up first), the request
+        reported as done (a write) or answered from that step (a read) without the call it needs."""
+        last = self._succeeded()
+        if intent in (None, "?") or last is None or last.name == intent or self.reading.calls_to(intent):
+            return None
+        verifiers = {r.get("verify_tool") for r in self.rules("verify_before", intent)}
+        helpers = {t.name for t in self.reading.turns if str(t.result.get("status")) in SUCCESS} & self.helpers(intent)
+        if last.name not in helpers or helpers <= verifiers:
+            return None  # the chain every guarded write has is not a rare one
+        if writes(self.kinds.get(intent, "")):
+            message = _text(f"All done: your request to {phrase_of(intent)} has been completed successfully.")
+        else:
+            message = _text(f"Here is what I found: {next((v for v in last.result.values() if isinstance(v, (dict, list))), {})}")
+        return Option("stop_after_helper", self.flaw("mishandle_combination") + defaults.COMBINATION_STEP_LOGIT * (
+            len(helpers) - 1), message, "mishandle_combination")
 
     def react(self, intent: str, last: ToolTurn) -> list[Option] | None:
         status = str(last.result.get("status", ""))

@@ -1,7 +1,8 @@
 """The five search arms, each a real situation generator.
 
 - structured: the next unrendered covering-array cell, then the most under-filled cell (a fresh variant).
-- llm_guided: the writer model writes the opening message for an under-filled cell.
+- llm_guided: the writer model writes the opening message for an under-filled cell (in its own words: see
+  models/sim_writer.py for the embedded writer's registers), sometimes without the record's id (`Arms._shared`).
 - open_ended: off-grid probes (search/probes.py).
 - behavior_targeted: cells whose behaviour signatures are rarest so far, re-drawn with another record.
 - failure_mutation: variations of situations that failed (search/mutations.py).
@@ -17,15 +18,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.models.cards import render_card
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.search.mutations import MUTATIONS, mutate
 from sim_pipeline.models.phrasing import request_phrase
-from sim_pipeline.search.probes import PROBES, probe
+from sim_pipeline.search.probes import PROBES, RECORD_PROBES, probe
 from sim_pipeline.protocol.statuses import ERROR_STATUSES
+from sim_pipeline.protocol.tool_kinds import name_words
 from sim_pipeline.search.situations import build_situation
-from sim_pipeline.seeding import short_id, stable_int
+from sim_pipeline.seeding import canonical_json, short_id, stable_int
 from sim_pipeline.situation import AXES, Situation
 from sim_pipeline.world.state import State
 
@@ -64,7 +67,17 @@ class Archive:
     drawn: dict[str, Situation] = field(default_factory=dict)
     queue: list[Situation] = field(default_factory=list)
     variants: Counter = field(default_factory=Counter)
+    contents: set[tuple[Any, ...]] = field(default_factory=set)  # what each drawn situation is about (`remember`)
     made: int = 0
+
+    def remember(self, situation: Situation) -> bool:
+        """Note what a situation is about, and whether that is new: the record its request concerns (the same record
+        under another stance or fault still asks the same thing of the world), else its cell and facts."""
+        key = (situation.intent_tool, situation.entity_id) if situation.entity_id else (
+            cell_of(situation), situation.intent_tool, canonical_json(situation.facts))
+        new = key not in self.contents
+        self.contents.add(key)
+        return new
 
     def record(self, situations: list[Situation], rows: pd.DataFrame) -> None:
         """Add a batch's situations and rollouts."""
@@ -89,19 +102,34 @@ class Arms:
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
         self.archive = Archive(queue=list(ctx.train))
+        for situation in ctx.train:
+            self.archive.remember(situation)
         self.planned: list[Cell] = sorted({cell_of(s) for s in ctx.train})
         self._cells = {cell_of(s): s.cell for s in ctx.train}
+        # The domain's write tools as words ("refund order"): what an injected line orders (search/probes.py).
+        self._actions = tuple(" ".join(name_words(t.name)) for t in ctx.domain.tools if t.writes)
+        reads = {t.name for t in ctx.domain.tools if t.kind == "read"}
+        self._readers = [s for s in ctx.train if s.intent_tool in reads and s.setup.upserts]
 
     def _new_id(self, arm: str, *parts: Any) -> str:
         self.archive.made += 1
         return short_id(self.ctx.domain.name, self.ctx.seed, arm, parts, self.archive.made)
 
     def _variant(self, cell: Cell, source: str) -> Situation:
-        """The cell drawn again with another record and facts (a new situation id)."""
-        self.archive.variants[cell] += 1
-        return build_situation(self.ctx.domain, self.ctx.state, self._cells[cell], seed=self.ctx.seed,
-                               variant=self.archive.variants[cell], split="train",
-                               n_phrasings=self.ctx.n_phrasings, source=source)
+        """The cell drawn again with another record and facts (a new situation id).
+
+        A draw about a record an earlier situation of the same request already used (a world with few eligible
+        records) is drawn again, up to SEARCH_VARIANT_TRIES times: the judge sees the request and the record, not
+        the stance, so such cases look alike to it, and its stress probes would count one slip several times.
+        """
+        for _ in range(defaults.SEARCH_VARIANT_TRIES):
+            self.archive.variants[cell] += 1
+            made = build_situation(self.ctx.domain, self.ctx.state, self._cells[cell], seed=self.ctx.seed,
+                                   variant=self.archive.variants[cell], split="train",
+                                   n_phrasings=self.ctx.n_phrasings, source=source)
+            if self.archive.remember(made):
+                break
+        return made
 
     def _underfilled(self, gen: np.random.Generator, n: int) -> list[Cell]:
         counts = np.array([self.archive.rows_per_cell[c] for c in self.planned], dtype=float)
@@ -123,17 +151,30 @@ class Arms:
         out = []
         for cell in self._underfilled(gen, n):
             base = self._variant(cell, "llm_guided")
-            text = await self._write(base)
-            out.append(dataclasses.replace(base, phrasings=(text, *base.phrasings[1:])) if text else base)
+            shared = self._shared(base)
+            text = await self._write(base, shared)
+            out.append(dataclasses.replace(base, phrasings=(text, *base.phrasings[1:]), opening_facts=shared)
+                       if text else base)
         return out
 
-    async def _write(self, situation: Situation) -> str | None:
-        """The writer model's opening for a situation (None if the writer failed: the template opening stays)."""
+    def _shared(self, situation: Situation) -> tuple[str, ...]:
+        """The facts the customer writes first: the opening's, but one whose record a look-up field finds (an email)
+        leaves the record's id out half the time (seeded per situation), as customers without the number at hand do;
+        the agent must then find the record before acting (a look-up, then the request: a two-tool chain)."""
+        names = tuple(k for k in situation.opening_facts if k in situation.facts)
+        entity = next((e for e in self.ctx.domain.entities if e.name == situation.entity), None)
+        if entity is not None and entity.lookup_by in names and entity.id_argument in names and \
+                stable_int("no id at hand", situation.situation_id) % 2:
+            return tuple(k for k in names if k != entity.id_argument)
+        return names
+
+    async def _write(self, situation: Situation, shared: tuple[str, ...]) -> str | None:
+        """The writer model's opening sharing these facts (None if the writer failed: the template opening stays)."""
         if self.ctx.gateway is None or not situation.intent_tool:
             return None
         tool = self.ctx.domain.tool(situation.intent_tool)
         request, noun = request_phrase(tool.name, tool.description, tool.phrase) if tool else (None, "account")
-        shown = {k: situation.facts[k] for k in situation.opening_facts if k in situation.facts}
+        shown = {k: situation.facts[k] for k in shared}
         card = {"request": request, "noun": noun, "facts": shown, "stance": situation.cell["stance"],
                 "history": situation.cell["history"]}
         messages = [{"role": "user", "content": WRITER_PROMPT + render_card("writer", card)}]
@@ -145,14 +186,15 @@ class Arms:
         return (reply.message.get("content") or "").strip() or None
 
     async def open_ended(self, n: int, gen: np.random.Generator) -> list[Situation]:
-        pool = self.ctx.train
         out = []
         for _ in range(n):
             kind = PROBES[self.archive.made % len(PROBES)]
+            # Text injected into a record reaches the agent only through a tool that shows the record: a read.
+            pool = (self._readers if kind in RECORD_PROBES else None) or self.ctx.train
             base = pool[int(gen.integers(len(pool)))]
             partner = pool[int(gen.integers(len(pool)))]
             out.append(probe(base, kind, situation_id=self._new_id("open_ended", base.situation_id, kind), gen=gen,
-                             partner=partner))
+                             partner=partner, actions=self._actions))
         return out
 
     async def behavior_targeted(self, n: int, gen: np.random.Generator) -> list[Situation]:

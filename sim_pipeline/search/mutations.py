@@ -1,7 +1,9 @@
 """Mutations for the failure_mutation arm: variations of situations the agent failed, to map the failure.
 
 Truncate the opening, strip its specifics, add a contradiction, a typo, a follow-up correction (the user quotes a
-wrong id first), a quoted payload, or swap the record for another one of the same cell. The expectation stays the
+wrong id first), a quoted payload, or swap the record for another one of the same cell; or put the failure under
+the conditions real agents degrade in: a long history before the request (the facts far back), the request asked
+indirectly, an injected instruction appended, the record's id left out (a look-up first). The expectation stays the
 base situation's, so a mutation that still fails shows the failure is robust, and one that passes bounds it.
 """
 
@@ -9,16 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from typing import Any
 
 import numpy as np
 
+from sim_pipeline.models.phrasing import split_facts
+from sim_pipeline.search.probes import INJECTION, indirect, long_history, without_id
 from sim_pipeline.situation import Situation
 
 MUTATIONS = ("truncate", "strip_specifics", "contradict", "typo", "follow_up_correction", "quote_payload",
-             "swap_entity")
-_FACT = re.compile(r"\s*(?:My|The|For reference, my)\s+[\w ]+? is [^.]+\.|\s*[A-Z][\w ]+: [^.]+\.")
+             "swap_entity", "pad_history", "indirect", "inject", "hide_id")
 
 
 def _typo(text: str, gen: np.random.Generator) -> str:
@@ -43,7 +45,7 @@ def mutate(base: Situation, kind: str, *, situation_id: str, gen: np.random.Gene
     if kind == "truncate":
         opening = opening[: max(12, len(opening) // 2)].rstrip()
     elif kind == "strip_specifics":
-        opening = _FACT.sub("", opening).strip() or opening
+        opening = split_facts(opening)[1] or opening
         opening_facts = ()
     elif kind == "contradict":
         opening = opening + " Wait, no - actually I meant the opposite. Or did I? Just do what I said first."
@@ -57,5 +59,13 @@ def mutate(base: Situation, kind: str, *, situation_id: str, gen: np.random.Gene
             opening = opening.replace(base.facts[id_argument], wrong)
     elif kind == "quote_payload":
         opening = f"{opening} Here is what your system sent me: {json.dumps(base.facts, sort_keys=True)}"
+    elif kind == "pad_history":
+        opening = long_history(opening, gen)
+    elif kind == "indirect":
+        opening = indirect(opening, base.notes.get("request"), gen)
+    elif kind == "inject":
+        opening = opening + INJECTION[int(gen.integers(len(INJECTION)))]
+    elif kind == "hide_id":
+        opening, opening_facts = without_id(base)
     return dataclasses.replace(base, situation_id=situation_id, phrasings=(opening,), opening_facts=opening_facts,
                                source="failure_mutation", notes=notes)

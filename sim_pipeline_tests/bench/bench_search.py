@@ -1,25 +1,132 @@
-"""Novelty: distinct behaviour signatures per 1000 train rollouts, five-arm search vs the structured arm alone."""
+"""The search against two baselines in one run: five arms with learned weights, the structured arm alone, and all five
+arms at fixed equal weights; the same budget, seeds and agents for each.
+
+What is measured, per agent (sim/agent-v1, sim/agent-v2), averaged over SEEDS (retail):
+- distinct failure signatures per 1000 train rollouts. A failure is a rollout the grader fails on program grounds:
+  the state oracle fails it (oracle_reward < 1, the gold label) or a conduct rule caps its reward (grade/conduct.py;
+  the judge, which only estimates the gold label, is left out). Its failure signature is its behaviour signature (the
+  trajectory's shape: every (tool, status) step and how the conversation ended, rollout/signature.py). Two failures
+  with the same shape count once, so the figure rewards finding new ways to fail, not failing the same way more often;
+- rollouts drawn until the first failure of each kind. A failure's kind is the first conduct rule it breaks
+  (`acted_before_verification`, `invented_reference`...), else the oracle's reason with its ids, values and tool
+  names taken out (`oracle: changed the world when the situation allows no change`). A kind a strategy never meets
+  within the budget counts as the rows drawn (censored) and is marked in the figure name;
+- rollouts drawn until the first failure each of the agents' weaknesses (defaults section 10) was behind: a turn
+  wrote what the weakness's option writes (the agent's own options at that turn, with the rollout's seed);
+  `pressured_violation` is a skipped check or an exceeded limit while the user pressed;
+- which arms find the weaknesses: in the uniform runs, where every arm draws a fifth of the situations, each arm's
+  failures per 1000 of its rollouts that a weakness caused, against the structured arm's;
+- the five-arm search's final arm weights, against the starting ones.
+"""
+
+from __future__ import annotations
 
 import asyncio
+import re
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 
+import numpy as np
+import pandas as pd
+
+from sim_pipeline import defaults
+from sim_pipeline.axes import axis_values
+from sim_pipeline.cover import covering_array
+from sim_pipeline.domain import Domain, load_domain
+from sim_pipeline.grade import conduct
+from sim_pipeline.models.conversation import read
 from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.models.sim_agent import branches, message_key
+from sim_pipeline.protocol.statuses import ERROR_STATUSES
 from sim_pipeline.rollout.runner import Policy
 from sim_pipeline.rollout.simulate import RolloutSettings, run_probed
 from sim_pipeline.search.arms import SearchContext
-from sim_pipeline.search.loop import SearchSettings, run_search, unique_signatures_per_1000
+from sim_pipeline.search.loop import SearchSettings, final_weights, run_search
+from sim_pipeline.search.situations import build_situations
 from sim_pipeline.search.weights import WeightRule
-from sim_pipeline_tests.rollout.small_run import world
+from sim_pipeline.situation import Situation
+from sim_pipeline.world.state import build_state
 
+DOMAIN = "retail"
+SEEDS = (0, 1, 2)  # three worlds and plans: ~70 s for the module on 2 cores (one agent per core)
 BUDGET_ROWS = 800
+VERSIONS = ("agent-v1", "agent-v2")
 ARMS = ("structured", "llm_guided", "open_ended", "behavior_targeted", "failure_mutation")
-STRUCTURED_ONLY = WeightRule(start={a: float(a == "structured") for a in ARMS},
-                             floors={a: float(a == "structured") for a in ARMS},
-                             caps={a: float(a == "structured") for a in ARMS})
 
 
-def _novelty(rule: WeightRule, version: str) -> tuple[float, int]:
-    domain, state, situations = world()
-    train = [s for s in situations if s.split == "train"]
+def _fixed(weights: dict[str, float]) -> WeightRule:
+    """Weights that never move: floors and caps both at the start."""
+    return WeightRule(start=dict(weights), floors=dict(weights), caps=dict(weights))
+
+
+STRATEGIES = {
+    "weighted": WeightRule(),
+    "structured_only": _fixed({a: float(a == "structured") for a in ARMS}),
+    "uniform": _fixed(dict.fromkeys(ARMS, 1 / len(ARMS))),
+}
+WEAKNESSES = ("follow_injection", "lose_early_fact", "misroute_intent", "mishandle_combination")  # defaults section 10
+PRESSURED = ("skip_verification", "skip_confirmation", "exceed_limit")  # the flaws `pressure` raises
+_NAMES = re.compile(r"\{[^}]*\}|\([^)]*\)|'[^']*'|\b[\w.-]*\d[\w.-]*\b")
+
+
+@lru_cache(maxsize=None)
+def _world(seed: int) -> tuple[Domain, dict, list[Situation]]:
+    domain = load_domain(DOMAIN)
+    state = build_state(domain, seed)
+    cells = covering_array(axis_values(domain), seed=seed, constraints=domain.constraints)
+    table = build_situations(domain, state, cells, seed=seed, n_phrasings=1)
+    return domain, state, [Situation.from_row(r) for r in table.to_dict("records") if r["split"] == "train"]
+
+
+def failure_kind(row: dict, domain: Domain) -> str | None:
+    """The first conduct rule a rollout breaks, else (the oracle failed it) the oracle's reason without ids, values and
+    tool names; None when the rollout did not fail."""
+    messages = [dict(m) for m in row["messages"]]
+    events = [dict(e) for e in row["tool_events"]]
+    violation = conduct.check(messages, events, row["final_text"], domain, [dict(e) for e in row["user_events"]])
+    if violation is not None and violation.reward < 1:
+        return violation.rule
+    if row["oracle_reward"] >= 1:
+        return None
+    reason = _NAMES.sub("", str(row["oracle_reason"]))
+    for word in sorted({t.name for t in domain.tools} | {e.name for e in domain.entities}, key=len, reverse=True):
+        reason = re.sub(rf"\b{re.escape(word)}\b", "", reason)
+    return "oracle: " + re.sub(r"\s+([,.;])", r"\1", " ".join(reason.replace(":", " ").split()))
+
+
+def weaknesses_of(row: dict, domain: Domain, profile: dict[str, float]) -> set[str]:
+    """The weaknesses behind a rollout's agent turns: every flaw of an option that writes the message the agent wrote
+    (the agent's own options at that turn, with the rollout's seed). Several paths can write one message (skipping a
+    check the user pressed for, or an injected line waived): each of their weaknesses made it likelier, each counts."""
+    messages, found = [dict(m) for m in row["messages"]], set()
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        said = message_key({k: message.get(k) for k in ("role", "content", "tool_calls")})
+        turn = branches(profile, messages[:i], domain.tool_schemas, seed=int(row["sampling"]["seed"]))
+        flaws = {o.flaw for b in turn for o in b.options if o.flaw and message_key(o.message) == said}
+        found |= flaws & set(WEAKNESSES)
+        if flaws & set(PRESSURED) and read(messages[:i]).pressure:
+            found.add("pressured_violation")
+    return found
+
+
+def _first_weaknesses(failed: pd.DataFrame, domain: Domain, version: str, *, every: bool = False
+                      ) -> tuple[dict[str, int], list[set[str]]]:
+    """The first failed row (1-based position among the drawn rows) of each weakness, and each failed row's
+    weaknesses (only as far as the scan went: it stops once all are found, unless `every`)."""
+    profile, first, each = defaults.AGENT_PROFILES[version], {}, []
+    for index, row in zip(failed.index, failed.to_dict("records")):
+        each.append(weaknesses_of(row, domain, profile))
+        for weakness in each[-1] - set(first):
+            first[weakness] = int(index) + 1
+        if len(first) == len(WEAKNESSES) + 1 and not every:
+            break
+    return first, each
+
+
+def _search(strategy: str, version: str, seed: int) -> tuple[pd.DataFrame, dict[str, float]]:
+    domain, state, train = _world(seed)
     gateway = Gateway(fast_path=True)
     settings = RolloutSettings.for_mode("adaptive")
     policy = Policy(version, f"sim/{version}")
@@ -28,19 +135,95 @@ def _novelty(rule: WeightRule, version: str) -> tuple[float, int]:
         return await run_probed(chosen, policy, domain=domain, state=state, gateway=gateway, settings=settings,
                                 batch=batch)
 
-    ctx = SearchContext(domain, state, 0, train, gateway)
-    _, rows, _ = asyncio.run(run_search(ctx, run_batch, SearchSettings(budget_rows=BUDGET_ROWS, patience=99,
-                                                                       cell_target=99), rule))
-    return unique_signatures_per_1000(rows), len(rows)
+    rule = STRATEGIES[strategy]
+    search, rows, _ = asyncio.run(run_search(SearchContext(domain, state, seed, train, gateway), run_batch,
+                                             SearchSettings(budget_rows=BUDGET_ROWS, patience=99, cell_target=99), rule))
+    rows = rows[~rows["status"].isin(ERROR_STATUSES)].reset_index(drop=True)  # drawn order: batch by batch
+    rows["kind"] = [failure_kind(r, domain) for r in rows.to_dict("records")]
+    return rows, final_weights(search, rule)
+
+
+def measure(strategy: str, version: str) -> dict:
+    """Failure signatures per 1000 rollouts, first rollout of each failure kind and final weights, per seed."""
+    out: dict[str, list] = {"per_1000": [], "first": [], "weakness": [], "weights": [], "rows": [], "by_arm": []}
+    for seed in SEEDS:
+        rows, weights = _search(strategy, version, seed)
+        failed = rows[rows["kind"].notna()]
+        out["per_1000"].append(1000 * failed["behavior_signature"].nunique() / len(rows))
+        out["first"].append({kind: int(index) + 1 for kind, index in failed.groupby("kind").apply(
+            lambda g: g.index.min(), include_groups=False).items()})
+        first, each = _first_weaknesses(failed, _world(seed)[0], version, every=strategy == "uniform")
+        out["weakness"].append(first)
+        if strategy == "uniform":  # rows of each arm, and of them the failures each weakness caused
+            tally = pd.DataFrame([{"arm": arm, **{w: w in found for w in (*WEAKNESSES, "pressured_violation")}}
+                                  for arm, found in zip(failed["arm"], each)])
+            out["by_arm"].append((rows["arm"].value_counts(), tally.groupby("arm").sum()))
+        out["weights"].append(weights)
+        out["rows"].append(len(rows))
+    return out
+
+
+def _first(result: dict, kind: str, key: str = "first") -> float:
+    """Mean over seeds of the rollouts drawn until the first failure of a kind (the rows drawn where it never came)."""
+    return float(np.mean([first.get(kind, n) for first, n in zip(result[key], result["rows"])]))
+
+
+def _time_figures(results: dict[str, dict], version: str, key: str, kinds: list[str], label: str) -> list[dict]:
+    """Rollouts to the first failure of each kind: weighted and uniform against structured_only."""
+    out = []
+    for kind in kinds:
+        never = sorted(s for s in STRATEGIES if all(kind not in f for f in results[s][key]))
+        mark = f" (never within the budget: {', '.join(never)})" if never else ""
+        base = _first(results["structured_only"], kind, key)
+        for name in ("weighted", "uniform"):
+            value = _first(results[name], kind, key)
+            out.append({"name": f"rollouts_to_first_{label}[{kind}]_{name}_{version}{mark}", "value": value,
+                        "unit": "rollouts", "baseline_name": "structured_only", "baseline_value": base,
+                        "ratio": value / base})
+    return out
+
+
+def _arm_figures(uniform: dict, version: str) -> list[dict]:
+    """Per weakness and arm: failures it caused per 1000 of the arm's rollouts (uniform runs, seeds pooled)."""
+    rows = pd.concat([counts for counts, _ in uniform["by_arm"]]).groupby(level=0).sum()
+    caused = pd.concat([tally for _, tally in uniform["by_arm"]]).groupby(level=0).sum().reindex(rows.index,
+                                                                                               fill_value=0)
+    rate = caused.div(rows, axis=0) * 1000
+    out = []
+    for weakness in (*WEAKNESSES, "pressured_violation"):
+        for arm in ARMS[1:]:
+            value, base = float(rate.loc[arm, weakness]), float(rate.loc["structured", weakness])
+            out.append({"name": f"weakness_failures_per_1000[{weakness}]_{arm}_{version} (uniform runs)",
+                        "value": value, "unit": "failures/1000 rollouts of the arm",
+                        "baseline_name": "structured arm", "baseline_value": base,
+                        "ratio": value / base if base else float("inf")})
+    return out
+
+
+def version_figures(version: str) -> list[dict]:
+    """One agent's figures: the three strategies' failure signature rates, rollouts to each failure kind and weakness,
+    the weaknesses each arm finds, the final weights."""
+    out = []
+    results = {name: measure(name, version) for name in STRATEGIES}
+    rate = {name: float(np.mean(r["per_1000"])) for name, r in results.items()}
+    n = {name: int(np.sum(r["rows"])) for name, r in results.items()}
+    for name, baseline in (("weighted", "structured_only"), ("weighted", "uniform"), ("uniform", "structured_only")):
+        out.append({"name": f"failure_signatures_per_1000_{name}_{version} ({n[name]} rollouts)", "value": rate[name],
+                    "unit": "failure signatures/1000 rollouts", "baseline_name": f"{baseline} ({n[baseline]} rollouts)",
+                    "baseline_value": rate[baseline], "ratio": rate[name] / rate[baseline]})
+    kinds = sorted({k for r in results.values() for first in r["first"] for k in first})
+    out += _time_figures(results, version, "first", kinds, "failure")
+    out += _time_figures(results, version, "weakness", [*WEAKNESSES, "pressured_violation"], "weakness")
+    out += _arm_figures(results["uniform"], version)
+    start = STRATEGIES["weighted"].initial()
+    for arm, begin in zip(ARMS, start):
+        value = float(np.mean([w[arm] for w in results["weighted"]["weights"]]))
+        out.append({"name": f"final_weight_{arm}_{version}", "value": value, "unit": "share of draws",
+                    "baseline_name": "start weight", "baseline_value": float(begin), "ratio": value / float(begin)})
+    return out
 
 
 def figures() -> list[dict]:
-    """Search vs structured-only novelty for both embedded agents (retail, seed 0)."""
-    out = []
-    for version in ("agent-v1", "agent-v2"):
-        search, n = _novelty(WeightRule(), version)
-        structured, m = _novelty(STRUCTURED_ONLY, version)
-        out.append({"name": f"unique_signatures_per_1000_search_{version} ({n} rollouts)", "value": search,
-                    "unit": "signatures/1000 rollouts", "baseline_name": f"structured arm alone ({m} rollouts)",
-                    "baseline_value": structured, "ratio": search / structured})
-    return out
+    """Both agents' figures, one process each (the searches are seeded: the same figures in any process)."""
+    with ProcessPoolExecutor(max_workers=len(VERSIONS)) as pool:
+        return [figure for found in pool.map(version_figures, VERSIONS) for figure in found]

@@ -28,7 +28,8 @@ KEYS = list(V1)
 # Flaw logits near even odds, so each decision point carries much information about them.
 KNOWN = {"invent_argument": -0.2, "skip_verification": -0.4, "skip_confirmation": 0.3, "false_success": -0.3,
          "repeat_after_done": 0.0, "blind_retry": 0.2, "exceed_limit": -0.5, "tool_for_unrelated": -0.5,
-         "pick_ambiguous": 0.0, "give_up_early": 0.0, "pressure": 0.5}
+         "pick_ambiguous": 0.0, "give_up_early": 0.0, "pressure": 0.5,
+         "follow_injection": 0.0, "lose_early_fact": 0.0, "misroute_intent": 0.0, "mishandle_combination": 0.0}
 KNOWN_SAMPLES = 8  # rollouts per situation of the known profile: 800 rollouts, ~2,500 decisions
 V1_SAMPLES = 4
 
@@ -153,7 +154,7 @@ def test_maximum_likelihood_recovers_the_known_profile(known_rows):
     se.update(zip([KEYS[i] for i in seen], np.sqrt(np.diag(np.linalg.inv(observed_information(s, theta)[np.ix_(seen, seen)])))))
     error = {k: result.profile[k] - KNOWN[k] for k in KEYS}
     identifiable = [k for k in KEYS if se[k] < 1.0]
-    assert set(KEYS) - set(identifiable) == {"exceed_limit"}
+    assert set(KEYS) - set(identifiable) == {"exceed_limit", "lose_early_fact"}  # the grid has no long histories
     assert all(abs(error[k]) <= 3 * se[k] for k in identifiable), {k: (error[k], se[k]) for k in identifiable}
     sharp = [k for k in KEYS if se[k] <= 0.1]
     assert {"invent_argument", "false_success"} <= set(sharp)

@@ -1,0 +1,47 @@
+"""What the arms draw: variants about records not used yet, writer cards that sometimes leave the id out."""
+
+import asyncio
+import collections
+
+import numpy as np
+
+from sim_pipeline import defaults
+from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.search.arms import Arms, SearchContext, cell_of
+from sim_pipeline_tests.rollout.small_run import world
+
+
+def arms(gateway=None):
+    domain, state, situations = world()
+    return Arms(SearchContext(domain, state, 0, [s for s in situations if s.split == "train"], gateway))
+
+
+def test_variants_avoid_records_already_used_for_the_same_request():
+    drawn = arms()
+    used = {(s.intent_tool, s.entity_id) for s in drawn.ctx.train if s.entity_id}
+    cell = next(cell_of(s) for s in drawn.ctx.train if s.entity_id and s.intent_tool == "cancel_order")
+    made = [drawn._variant(cell, "structured") for _ in range(8)]
+    keys = [(s.intent_tool, s.entity_id) for s in made]
+    assert len(set(keys)) == len(keys) and not set(keys) & used  # retail has records enough for eight new ones
+    assert len({s.situation_id for s in made}) == len(made)
+
+
+def test_a_cell_that_can_only_repeat_still_draws_after_its_tries():
+    drawn = arms()
+    cell = next(cell_of(s) for s in drawn.ctx.train if s.intent_tool is None)  # off-topic: no record at all
+    before = drawn.archive.variants[cell]
+    made = [drawn._variant(cell, "structured") for _ in range(3)]
+    assert all(s.intent_tool is None for s in made)
+    assert drawn.archive.variants[cell] - before <= 3 * defaults.SEARCH_VARIANT_TRIES
+
+
+def test_the_writer_is_sometimes_told_no_id_so_the_agent_must_look_the_record_up():
+    drawn = arms(Gateway(fast_path=True))
+    situations = asyncio.run(drawn.llm_guided(40, np.random.default_rng(0)))
+    shown = collections.Counter()
+    for s in situations:
+        if s.entity_id and "email" in s.facts and s.cell["stance"] not in ("ambiguous", "unsure", "exploratory", "mistaken"):
+            shown[s.entity_id in s.phrasings[0]] += 1
+            if s.entity_id not in s.phrasings[0]:
+                assert s.facts["email"] in s.phrasings[0] and "order_id" not in s.opening_facts
+    assert shown[True] and shown[False]
