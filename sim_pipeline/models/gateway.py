@@ -15,7 +15,7 @@ import functools
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -134,6 +134,14 @@ def retry_after(exc: Exception) -> float | None:
         return None
 
 
+def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
+    """Text with the given keys and every provider key of the environment (`*_API_KEY`) replaced by [redacted]."""
+    for secret in [*known, *(v for k, v in os.environ.items() if k.endswith("_API_KEY") and v)]:
+        if len(secret) >= defaults.SECRET_MIN_LENGTH:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
 def _message_dict(message: Any) -> dict[str, Any]:
     calls = getattr(message, "tool_calls", None) or []
     return {
@@ -184,11 +192,7 @@ class Gateway:
 
     def redact(self, text: str) -> str:
         """Text with every known secret replaced: error messages may echo a request, keys must not reach rows."""
-        secrets = [*self._api_keys.values(), *(v for k, v in os.environ.items() if k.endswith("_API_KEY") and v)]
-        for secret in secrets:
-            if len(secret) >= defaults.SECRET_MIN_LENGTH:
-                text = text.replace(secret, "[redacted]")
-        return text
+        return redact_secrets(text, self._api_keys.values())
 
     async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        sampling: Sampling = Sampling(), sample_index: int = 0, logprobs: bool = True,
