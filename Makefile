@@ -13,7 +13,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export SIM_PIPELINE_CELERY_BROKER ?= redis://127.0.0.1:6379/0
 export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 
-.PHONY: run loop test test-train dev bench lint clean scale-up scale-down
+.PHONY: run loop test test-train test-verl dev bench lint clean scale-up scale-down
 
 $(BIN)/sim-pipeline: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,18 @@ $(VENV)/.train: $(BIN)/sim-pipeline
 test-train: $(VENV)/.train  ## the test suite with the trainer tests required (what CI runs)
 	SIM_PIPELINE_TRAIN_TESTS=required $(BIN)/python -m pytest
 
+# verl pins an older transformers than [train]: its adapter is tested in a venv of its own.
+VERL_VENV := .venv-verl
+$(VERL_VENV)/.verl: pyproject.toml
+	test -d $(VERL_VENV) || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/pip install --quiet --upgrade pip
+	$(VERL_VENV)/bin/pip install --quiet "torch==2.13.0"  # the CPU wheel on this machine's disk, first
+	$(VERL_VENV)/bin/pip install --quiet -e ".[dev,verl]"
+	touch $@
+
+test-verl: $(VERL_VENV)/.verl  ## the verl adapter's tests (its own venv, .venv-verl; what CI runs too)
+	SIM_PIPELINE_VERL_TESTS=required $(VERL_VENV)/bin/python -m pytest sim_pipeline_tests/rollout/test_verl_tools.py
+
 dev: $(BIN)/sim-pipeline $(DAGSTER_HOME)  ## the Dagster UI and daemon on http://127.0.0.1:3000
 	$(BIN)/sim-pipeline policies sync
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
@@ -62,4 +74,4 @@ lint: $(BIN)/sim-pipeline
 	$(BIN)/ruff check sim_pipeline sim_pipeline_tests deploy
 
 clean:
-	rm -rf $(VENV) $(DAGSTER_HOME) data/warehouse .bench .celery_workers
+	rm -rf $(VENV) $(VERL_VENV) $(DAGSTER_HOME) data/warehouse .bench .celery_workers

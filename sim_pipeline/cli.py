@@ -218,21 +218,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     for r in report.refused:
         print(f"refused {r.cut} of {r.policy_version} seed {r.seed}: " + " ".join(r.reasons), file=sys.stderr)
     if args.stats:
-        print_lengths([f for f in report.files if f.path and f.format == "trl"], args.tokenizer)
+        print_lengths([f for f in report.files if f.path and f.format in ("trl", "verl")], args.tokenizer)
     return 1 if report.refused else 0
 
 
 def print_lengths(files: list, tokenizer: str | None = None) -> None:
-    """Token lengths (p50/p95/max) of each exported TRL file's parts: what max_length must cover."""
-    from sim_pipeline.cut.lengths import count_tokens, file_lengths, tokenizer_counter
+    """Token lengths (p50/p95/max) of each exported TRL or verl file's parts: what max_length must cover."""
+    import yaml
+
+    from sim_pipeline.cut.lengths import count_tokens, file_lengths, tokenizer_counter, verl_file_lengths
 
     if not files:
-        print("stats: token lengths are measured on TRL exports (--format trl)")
+        print("stats: token lengths are measured on TRL and verl exports (--format trl, --format verl)")
         return
     count = tokenizer_counter(tokenizer) if tokenizer else count_tokens
-    print(f"tokens ({tokenizer or 'cl100k_base'}, parts as JSON, tools counted with the prompt): p50 / p95 / max")
+    print(f"tokens ({tokenizer or 'cl100k_base'}, parts as JSON, tools counted with the prompt; verl's tool_chars "
+          "in characters): p50 / p95 / max")
     for f in files:
-        for r in file_lengths(f.path, f.dataset, count).itertuples(index=False):
+        if f.format == "verl":  # verl renders the tool config's tools (message_user included) into every prompt
+            config = yaml.safe_load(Path(f.provenance_path).read_text(encoding="utf-8"))
+            table = verl_file_lengths(f.path, [t["tool_schema"] for t in config["tools"]], count)
+        else:
+            table = file_lengths(f.path, f.dataset, count)
+        for r in table.itertuples(index=False):
             print(f"  {Path(f.path).parent.parent.name:<28} {r.dataset:<17} {r.part:<11} {r.p50:>6} {r.p95:>6} "
                   f"{r.max:>6}  ({r.rows} rows)")
 
@@ -282,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--out", default=defaults.EXPORT_DIR,
                      help=f"output base; files go to <out>/<domain>/<format>/... (default {defaults.EXPORT_DIR})")
     exp.add_argument("--stats", action="store_true",
-                     help="also print token lengths (p50/p95/max) of each TRL file's parts, to size max_length")
+                     help="also print token lengths (p50/p95/max) of each TRL or verl file's parts, to size max_length")
     exp.add_argument("--tokenizer", help="with --stats: count with this model's tokenizer.json (or the folder "
                                          "save_pretrained wrote) instead of cl100k_base")
     exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),

@@ -8,6 +8,7 @@ from sim_pipeline.protocol.statuses import ERROR_STATUSES
 # --- Project -------------------------------------------------------------------------------------
 SEEDS: tuple[str, ...] = tuple(str(s) for s in range(8))  # static seed partitions; 8 gives a between-seed noise band
 DEFAULT_DOMAIN = "retail"  # the domain `make run` materializes when DOMAIN is not given
+DEFAULT_USER_MODEL = "sim/user"  # the embedded user simulator, when a registry entry or trainer names none
 BACKFILL_POLL_SECONDS = 5.0  # how often `sim-pipeline backfill --wait` reads the instance: a run takes tens of seconds
 SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
 DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipped ones reach 10): deeper is a mistake,

@@ -60,7 +60,7 @@ class PolicyVersion:
     top_p: float = 1.0
     max_tokens: int = 1024
     judge_model: str = defaults.DEFAULT_JUDGE_MODEL
-    user_model: str = "sim/user"
+    user_model: str = defaults.DEFAULT_USER_MODEL
     must_not_regress: tuple[str, ...] = ()
     judge_trust_opt_out: bool = False
     system_prompt: str = ""
@@ -192,7 +192,7 @@ def _entry(where: str, slug: str, spec: Any, base: dict[str, Any], order: int) -
         slug=slug, domain=_domain(where, spec["domain"]), model=spec["model"], baseline=baseline,
         temperature=temperature, top_p=top_p, max_tokens=max_tokens,
         judge_model=_text(where, spec, "judge_model", base.get("judge_model", defaults.DEFAULT_JUDGE_MODEL)),
-        user_model=_text(where, spec, "user_model", base.get("user_model", "sim/user")), must_not_regress=tuple(guarded),
+        user_model=_text(where, spec, "user_model", base.get("user_model", defaults.DEFAULT_USER_MODEL)), must_not_regress=tuple(guarded),
         judge_trust_opt_out=opt_out, system_prompt=_text(where, spec, "system_prompt", "", empty=True), order=order,
         trainer=_trainer(where, spec.get("trainer")),
     )
@@ -221,7 +221,7 @@ def _defaults(path: Path, lines: Lines, raw: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise RegistryError(f"{where}: unknown field(s) {unknown}. Fix: use only {sorted(_DEFAULTS)}")
     for key in sorted(base):
-        _text(where, base, key, "sim/judge" if key == "judge_model" else "sim/user")
+        _text(where, base, key, defaults.DEFAULT_JUDGE_MODEL if key == "judge_model" else defaults.DEFAULT_USER_MODEL)
     return base
 
 

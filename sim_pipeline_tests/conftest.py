@@ -27,8 +27,12 @@ def http_agent(monkeypatch):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """One line on how to run the trainer tests when the [train] extra is missing (they were skipped)."""
+    """One line each on how to run the trainer and verl tests when their extra is missing (they were skipped)."""
     import importlib.util
 
-    if importlib.util.find_spec("trl") is None and terminalreporter.stats.get("skipped"):
+    if not terminalreporter.stats.get("skipped"):
+        return
+    if importlib.util.find_spec("trl") is None:
         terminalreporter.write_line("trainer tests skipped: the [train] extra is not installed; run `make test-train`")
+    if importlib.util.find_spec("verl") is None:
+        terminalreporter.write_line("verl tests skipped: they run in their own venv; run `make test-verl`")

@@ -11,8 +11,10 @@ Shapes follow each tool's documentation (the rows themselves are built in `expor
 - OpenAI fine-tuning: chat lines `{"messages", "tools"}` with `weight` 0/1 on assistant turns; DPO lines
   `{"input": {"messages", "tools"}, "preferred_output", "non_preferred_output"}`. Lines hold documented keys
   only; provenance goes to a sidecar `<name>.provenance.jsonl`, line for line.
-- verl ("Prepare Data for Post-Training"): Parquet rows with `data_source`, `prompt`, `ability`,
-  `reward_model` {style, ground_truth}, `extra_info`, and `agent_name` for its tool agent loop.
+- verl ("Prepare Data for Post-Training", "Multi-turn Rollout Support"): Parquet rows with `data_source`, `prompt`,
+  `ability`, `reward_model` {style, ground_truth}, `extra_info` (with `tools_kwargs` binding every tool to the row's
+  situation), and `agent_name` for its tool agent loop; beside them `tool_config.yaml`, the domain's tools and
+  message_user as `rollout/verl_tools.SandboxTool` (the sandbox world), for `multi_turn.tool_config_path`.
 Provenance (situation_id, seed, policy_version, rollout ids, judge_version) rides along as extra TRL columns
 and in verl's `extra_info`.
 """
@@ -27,10 +29,13 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import yaml
 from upath import UPath
 
+from sim_pipeline import defaults
 from sim_pipeline.cut import export_rows as build
 from sim_pipeline.errors import ExportError
+from sim_pipeline.protocol.environment_tools import MESSAGE_USER_TOOL
 from sim_pipeline.seeding import canonical_json
 from sim_pipeline.situation import Situation
 from sim_pipeline.warehouse import write_table
@@ -49,6 +54,8 @@ FORMAT_DATASETS: dict[str, dict[str, tuple[str, Callable[[pd.DataFrame, build.Co
     "verl": {"grpo_groups": ("grpo", build.verl_grpo)},
 }
 _SUFFIX = {"trl": ".parquet", "openai": ".jsonl", "verl": ".parquet"}
+VERL_TOOL_CLASS = "sim_pipeline.rollout.verl_tools.SandboxTool"
+VERL_TOOL_CONFIG = "tool_config.yaml"
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class ExportedFile:
     cut: str
     path: str | None
     rows: int
-    provenance_path: str | None = None
+    provenance_path: str | None = None  # OpenAI: the provenance sidecar; verl: the tool config
     left_out: dict[str, int] = field(default_factory=dict)
     masked_turns: int = 0
 
@@ -82,10 +89,18 @@ def export_openai(
 
 def export_verl(
     cuts: Mapping[str, pd.DataFrame], out_dir: str | os.PathLike[str], *, domain: str,
-    situations: Iterable[Situation] | None = None,
+    tools: Sequence[Mapping[str, Any]], situations: Iterable[Situation] | None = None,
 ) -> list[ExportedFile]:
-    """Write verl's GRPO Parquet (one row per group) from the grpo_groups cut."""
-    return export("verl", cuts, out_dir, domain=domain, situations=situations)
+    """Write verl's GRPO Parquet (one row per group) from the grpo_groups cut, and its tool config."""
+    return export("verl", cuts, out_dir, tools=tools, domain=domain, situations=situations)
+
+
+def verl_tool_config(domain: str, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """verl's tool config: each domain tool and message_user as a SandboxTool of the domain, with its schema."""
+    schemas = [*tools, MESSAGE_USER_TOOL]
+    return {"tools": [{"class_name": VERL_TOOL_CLASS, "config": {"type": "native", "domain": domain,
+                                                                  "user_model": defaults.DEFAULT_USER_MODEL},
+                       "tool_schema": dict(schema)} for schema in schemas]}
 
 
 def export(
@@ -112,10 +127,10 @@ def export(
         )
     if fmt == "verl" and not domain:
         raise ExportError("the verl export names its data_source after the domain: pass domain='<name>'")
-    if fmt != "verl" and not tools:
+    if not tools:
         raise ExportError(
-            f"the {fmt} export checks every tool call against the declared tools: pass "
-            f"tools=load_domain(<name>).tool_schemas"
+            f"the {fmt} export checks every tool call against the declared tools (verl: lists them in its tool "
+            f"config): pass tools=load_domain(<name>).tool_schemas"
         )
     if "grpo_groups" in known and situations is None:
         raise ExportError(
@@ -132,6 +147,9 @@ def export(
         sidecar = None
         if built.rows:
             sidecar = _write(fmt, path, built.rows)
+            if fmt == "verl":
+                sidecar = str(path.with_name(VERL_TOOL_CONFIG))
+                _write_text(Path(sidecar), yaml.safe_dump(verl_tool_config(domain, context.tools), sort_keys=False))
         else:
             remove_dataset(fmt, cut, out_dir)
         written.append(
@@ -160,6 +178,8 @@ def remove_dataset(fmt: str, cut: str, out_dir: str | os.PathLike[str]) -> None:
     path.unlink(missing_ok=True)
     if fmt == "openai":
         _sidecar_path(path).unlink(missing_ok=True)
+    if fmt == "verl":
+        path.with_name(VERL_TOOL_CONFIG).unlink(missing_ok=True)
 
 
 def _write(fmt: str, path: Path, rows: list) -> str | None:
@@ -186,13 +206,16 @@ def _write_parquet(path: Path, rows: list[dict]) -> None:
 
 
 def _write_jsonl(path: Path, records: Iterable[dict]) -> None:
-    """Write JSON lines atomically: to a temporary file beside the target, then rename."""
+    """Write JSON lines atomically."""
+    _write_text(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write a text file atomically: to a temporary file beside the target, then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
     try:
-        with tmp.open("w", encoding="utf-8") as handle:
-            for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)  # readers see the old file or the new one, never half of one
     finally:
         tmp.unlink(missing_ok=True)

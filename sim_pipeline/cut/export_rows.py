@@ -29,6 +29,7 @@ from sim_pipeline.cut.chat_format import (
     tool_validators,
     trim_to_last_assistant,
 )
+from sim_pipeline.protocol.environment_tools import MESSAGE_USER
 
 VERL_REWARD_STYLE = (
     "rule"  # verl's rule-based reward: a function of data_source, the response and ground_truth
@@ -272,10 +273,32 @@ def verl_grpo(frame: pd.DataFrame, ctx: Context) -> Built:
                     "ground_truth": json.dumps(truth, sort_keys=True),
                 },
                 "extra_info": {"split": "train", "index": index, "situation": group["situation"],
-                               **_group_columns(group)},
+                               **_group_columns(group), "need_tools_kwargs": True,
+                               "tools_kwargs": _tools_kwargs(group, ctx), **_episode_sizes(group)},
             }
         )
     return Built(rows, left)
+
+
+def _episode_sizes(group: dict) -> dict[str, Any]:
+    """What sizes verl's limits for this row: the group's longest old episode (everything after the prompt, as JSON
+    messages: `export --stats` counts its tokens) and its longest tool result in characters."""
+    episodes = group["completions"]
+    results = [len(m.get("content") or "") for episode in episodes for m in episode if m.get("role") == "tool"]
+    longest = max(episodes, key=lambda e: len(json.dumps(e, default=str)), default=[])
+    return {"longest_episode": json.dumps(_hf(longest), ensure_ascii=False),
+            "tool_result_chars": max(results, default=0)}
+
+
+def _tools_kwargs(group: dict, ctx: Context) -> dict[str, dict]:
+    """verl's per-row tool arguments: every tool (message_user too) bound to the row's situation and phrasing."""
+    binding = {"situation": group["situation"], "phrasing_index": group["phrasing_index"]}
+    return {name: {"create_kwargs": binding} for name in verl_tool_names(ctx.tools)}
+
+
+def verl_tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    """The tools a verl episode has: the domain's, then the environment's own message_user."""
+    return [t["function"]["name"] for t in tools] + [MESSAGE_USER]
 
 
 def _with_situations(found: list[dict], ctx: Context) -> tuple[list[dict], dict[str, int]]:
@@ -289,7 +312,9 @@ def groups(frame: pd.DataFrame) -> list[dict]:
     """One record per GRPO group in the cut's order (round-robin over fault kinds), ids and rewards listed."""
     by_id: dict[str, dict] = {}
     for row in records(frame):
-        group = by_id.setdefault(row["group_id"], {**row, "rollout_ids": [], "rewards": []})
+        group = by_id.setdefault(row["group_id"], {**row, "rollout_ids": [], "rewards": [], "completions": []})
+        completion = row.get("completion")
+        group["completions"].append([] if completion is None else list(completion))
         group["rollout_ids"].append(row["rollout_id"])
         group["rewards"].append(float(row["reward"]))
     return list(by_id.values())

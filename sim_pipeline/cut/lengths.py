@@ -24,6 +24,7 @@ LENGTH_COLUMNS = ("dataset", "part", "rows", "p50", "p95", "max")
 PARTS = {  # dataset -> the columns whose lengths size a trainer's limits (prompt first, tools counted with it)
     "sft": ("messages",), "dpo": ("prompt", "chosen", "rejected"), "reward": ("chosen", "rejected"),
     "reward_pointwise": ("prompt", "completion"), "grpo": ("prompt",),
+    "verl_grpo": ("prompt", "episode"),  # verl's response holds the whole episode: turns, tool results, user replies
 }
 _WITH_TOOLS = ("messages", "prompt", "chosen")  # the part a trainer renders with the `tools` column
 
@@ -91,3 +92,22 @@ def file_lengths(path: str | os.PathLike[str], dataset: str, count: Callable[[st
     import pyarrow.parquet as pq
 
     return length_table(pq.read_table(Path(path)).to_pylist(), dataset, count)
+
+
+def verl_file_lengths(path: str | os.PathLike[str], tools: list[Mapping[str, Any]],
+                      count: Callable[[str], int] = count_tokens) -> pd.DataFrame:
+    """The length table of a verl GRPO file: the prompt with the tool config's `tools` (verl renders them into
+    every prompt), each group's longest old episode, and its longest tool result in characters (verl's
+    `max_tool_response_length` is in characters)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(Path(path)).to_pylist()
+    sized = [{"prompt": r["prompt"], "tools": tools, "episode": json.loads(r["extra_info"]["longest_episode"])}
+             for r in rows]
+    table = length_table(sized, "verl_grpo", count)
+    chars = [int(r["extra_info"]["tool_result_chars"]) for r in rows]
+    if not chars:
+        return table
+    record = {"dataset": "verl_grpo", "part": "tool_chars", "rows": len(chars), "p50": int(np.percentile(chars, 50)),
+              "p95": int(np.percentile(chars, 95)), "max": max(chars)}
+    return pd.concat([table, pd.DataFrame([record], columns=list(LENGTH_COLUMNS))], ignore_index=True)

@@ -87,7 +87,9 @@ _NOT_DONE = _re(
     r"failed|pending|in progress|being|still|yet|will|'ll|’ll|going to|gonna|about to|once|until|when|if|whether|"
     r"would|could|should|might|may|can|let me|want me|shall|ready to|plan|try|trying|attempt|already|before|after|"
     r"expected|usually|typically|normally|said|told you|mentioned|claimed|thought|means|meaning|currently|status|"
-    r"located|scanned|spotted|then)\b")
+    r"located|scanned|spotted|then|nothing|nobody|no one|none|neither|nor)\b"
+    # "no refund was issued", "no changes have been made": a negated subject (not "No problem, it was cancelled")
+    r"|\bno\s+(?!problem|worries|worry)(?:[\w-]+\s+){0,2}(?:was|were|has|have|had|got|is|are)\b")
 _HISTORY = _re(r"\bat (?:checkout|purchase|booking)\b|\bback in (?:january|february|march|april|may|june|july|august|september|"
                r"october|november|december|\d{4})\b|\b(?:on|since)\s+(?:\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|"
                r"monday|tuesday|wednesday|"

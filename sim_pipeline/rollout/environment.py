@@ -18,6 +18,12 @@ Here `environment_class(domain)` builds that class for a domain:
 - `sandbox_reward(completions, environments)`: the conduct rules, then the state oracle on the episode's
   transcript, combined as the grade step combines conduct and judge. The oracle's program label is what the
   judge is validated against; the LLM judge itself is not called inside the training loop.
+
+An environment records what happened as plain `steps` (each call with its arguments; each message to the user
+with the user's reply and decision) and `replayed(environment_class, situation, phrasing_index, steps)` rebuilds
+the same episode in a fresh world without asking the user model again: trainers that keep no environment object between tool calls or hand the episode to a reward
+worker in another process (verl, `rollout/verl_tools.py`) carry the steps instead. Private methods stay private
+because TRL turns every public method into a tool; `replayed`, `run_tool` and `episode_reward` reach them.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import inspect
 import json
 import keyword
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal, Union
 
 from sim_pipeline import defaults
@@ -34,14 +40,14 @@ from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.grade import conduct
 from sim_pipeline.grade.grading import combine
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
+from sim_pipeline.protocol.environment_tools import MESSAGE_USER
 from sim_pipeline.protocol.user_events import ENDING
 from sim_pipeline.rollout.episode import Episode, full_message, text_message
 from sim_pipeline.rollout.runner import sample_seed
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import State, build_state
 
-DEFAULT_USER_MODEL = "sim/user"  # the embedded user simulator, as in the registry
-MESSAGE_USER = "message_user"  # the tool through which the agent talks to the simulated user mid-episode
+DEFAULT_USER_MODEL = defaults.DEFAULT_USER_MODEL
 _RESERVED = ("reset", MESSAGE_USER)
 _SCALARS: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
@@ -58,6 +64,7 @@ class SandboxEnvironment:
         self._episode: Episode | None = None
         self._over = False  # the user has left or is satisfied: later messages reach no one
         self._seed = 0
+        self.steps: list[dict[str, Any]] = []  # what happened, replayable (see the module docstring)
 
     def reset(self, situation: str | None = None, phrasing_index: int = 0, prompt: Any = None,
               **_: Any) -> None:
@@ -79,6 +86,18 @@ class SandboxEnvironment:
             self._episode.messages = [full_message(dict(m)) for m in prompt]
         self._over = False
         self._seed = sample_seed(found.situation_id, int(phrasing_index), 0)
+        self.steps = []
+
+    def _replay(self, steps: Iterable[Mapping[str, Any]]) -> None:
+        """Redo recorded steps in this (reset) episode: calls run in the world again, the user's replies are reused."""
+        for step in steps:
+            if step.get("tool") == MESSAGE_USER:
+                self.episode.reply(text_message("assistant", str(step["message"])))
+                self.episode.hear(str(step["reply"]), str(step["decision"]))
+                self._over = step["decision"] in ENDING
+                self.steps.append(dict(step))
+            else:
+                self._call_tool(str(step["tool"]), step.get("arguments") or {})
 
     @property
     def episode(self) -> Episode:
@@ -96,6 +115,7 @@ class SandboxEnvironment:
         call = {"id": f"call_{len(episode.messages)}", "type": "function",
                 "function": {"name": name, "arguments": json.dumps(dict(arguments), sort_keys=True)}}
         (result,) = episode.act({"role": "assistant", "content": None, "tool_calls": [call]})
+        self.steps.append({"tool": name, "arguments": dict(arguments)})
         return json.dumps(result, sort_keys=True)
 
     async def message_user(self, message: str) -> str:
@@ -121,7 +141,9 @@ class SandboxEnvironment:
         except ProviderError as exc:
             raise SimPipelineError(f"the simulated user ({self.user_model}) failed: {exc}") from exc
         self._over = decision in ENDING
-        return episode.messages[-1]["content"]
+        reply = episode.messages[-1]["content"]
+        self.steps.append({"tool": MESSAGE_USER, "message": message, "reply": reply, "decision": decision})
+        return reply
 
     def _turns(self) -> int:
         return sum(1 for m in self.episode.messages if m["role"] == "assistant")
@@ -150,6 +172,27 @@ def final_text(completion: Any) -> str:
 def sandbox_reward(completions: list[Any], environments: list[SandboxEnvironment], **_: Any) -> list[float]:
     """TRL reward function: each episode's graded reward (conduct rules, then the state oracle)."""
     return [env._grade(final_text(c)) for c, env in zip(completions, environments, strict=True)]
+
+
+def replayed(environment: type[SandboxEnvironment], situation: str, phrasing_index: int,
+             steps: Iterable[Mapping[str, Any]]) -> SandboxEnvironment:
+    """A fresh environment of the row's situation with the recorded steps redone in it."""
+    env = environment()
+    env.reset(situation=situation, phrasing_index=phrasing_index)
+    env._replay(steps)
+    return env
+
+
+async def run_tool(env: SandboxEnvironment, name: str, arguments: Mapping[str, Any]) -> str:
+    """Run the tool the model called (a domain tool, or message_user) and return what the model reads back."""
+    if name == MESSAGE_USER:
+        return await env.message_user(str(arguments.get("message", "")))
+    return env._call_tool(name, arguments)
+
+
+def episode_reward(env: SandboxEnvironment, closing: str) -> float:
+    """The episode's graded reward once the model has closed it with this message."""
+    return env._grade(closing)
 
 
 def _python_type(spec: Mapping[str, Any]) -> Any:

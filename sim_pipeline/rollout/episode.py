@@ -107,17 +107,22 @@ class Episode:
 
     async def user_turn(self, gateway: Gateway, user_model: str, sampling: Sampling) -> tuple[Completion, str]:
         """The user's answer to the agent's last text turn, recorded; returns the completion and the decision."""
-        self.user_view.append(text_message("user", self.messages[-1]["content"]))
+        view = [*self.user_view, text_message("user", self.messages[-1]["content"])]
         try:
-            said = await gateway.complete(user_model, self.user_view, tools=[USER_ACTION_TOOL],
+            said = await gateway.complete(user_model, view, tools=[USER_ACTION_TOOL],
                                           tool_choice=USER_ACTION_CHOICE, sampling=sampling)
         except ProviderError as exc:
             raise ProviderError(f"user model {user_model}: {exc}", status=USER_ERROR) from exc
         text, decision = user_action(said.message, user_model)
+        self.hear(text, decision)
+        return said, decision
+
+    def hear(self, text: str, decision: str) -> None:
+        """Record the user's answer to the agent's last text turn (from the user model, or replayed from a record)."""
+        self.user_view.append(text_message("user", self.messages[-1]["content"]))
         self.user_events.append(user_event(len(self.messages), decision))
         self.messages.append(text_message("user", text))
         self.user_view.append(text_message("assistant", text))
-        return said, decision
 
     def verdict(self) -> Verdict:
         """The state oracle's label of the conversation so far."""

@@ -38,7 +38,7 @@ class Policy:
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 1024
-    user_model: str = "sim/user"
+    user_model: str = defaults.DEFAULT_USER_MODEL
     system_prompt: str = ""  # appended to the domain's prompt
 
 

@@ -16,6 +16,7 @@ import datasets
 import jsonschema
 import pandas as pd
 import pytest
+import yaml
 from upath import UPath
 
 from sim_pipeline.cut.chat_format import OPENAI_KEYS, with_decoded_arguments
@@ -26,6 +27,7 @@ from sim_pipeline.cut.reward_model import reward_model_set
 from sim_pipeline.cut.sft import select_for_sft
 from sim_pipeline.domain import load_domain
 from sim_pipeline.errors import ExportError
+from sim_pipeline.protocol.environment_tools import MESSAGE_USER, MESSAGE_USER_TOOL
 from sim_pipeline.situation import Situation
 from sim_pipeline.warehouse import read_table
 
@@ -57,7 +59,7 @@ def exported(cuts, situations, tmp_path_factory) -> dict[tuple[str, str], object
     files = (
         export_trl(cuts, out / "trl", tools=TOOLS, situations=situations)
         + export_openai(cuts, out / "openai", tools=TOOLS)
-        + export_verl(cuts, out / "verl", domain="retail", situations=situations)
+        + export_verl(cuts, out / "verl", domain="retail", tools=TOOLS, situations=situations)
     )
     return {(f.format, f.dataset): f for f in files}
 
@@ -261,6 +263,20 @@ def test_verl_rows_have_the_documented_fields(exported, cuts, tmp_path):
         )
         assert {"policy_version", "group_id", "judge_version"} <= set(info)
         assert Situation.from_row(json.loads(info["situation"])).situation_id == info["situation_id"]
+        # verl's tool agent loop hands each tool its row's create_kwargs: every tool is bound to this situation
+        assert info["need_tools_kwargs"] is True
+        assert set(info["tools_kwargs"]) == {t["function"]["name"] for t in TOOLS} | {MESSAGE_USER}
+        for bound in info["tools_kwargs"].values():
+            assert bound["create_kwargs"] == {"situation": info["situation"], "phrasing_index": info["phrasing_index"]}
+
+
+def test_verl_tool_config_binds_every_declared_tool_to_the_sandbox(exported):
+    config = yaml.safe_load(Path(exported["verl", "grpo"].provenance_path).read_text())
+    assert Path(exported["verl", "grpo"].provenance_path).name == "tool_config.yaml"
+    assert [t["tool_schema"] for t in config["tools"]] == [*TOOLS, MESSAGE_USER_TOOL]
+    for tool in config["tools"]:
+        assert tool["class_name"] == "sim_pipeline.rollout.verl_tools.SandboxTool"
+        assert tool["config"] == {"type": "native", "domain": "retail", "user_model": "sim/user"}
 
 
 def source_calls(cuts: dict[str, pd.DataFrame]) -> dict[str, dict]:

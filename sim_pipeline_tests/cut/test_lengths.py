@@ -72,3 +72,21 @@ def test_a_tokenizer_that_does_not_load_is_a_clear_error(tmp_path):
 
     with pytest.raises(ExportError, match="--tokenizer .*is not a readable tokenizer.json.*Fix: pass"):
         tokenizer_counter(tmp_path / "nowhere")
+
+
+def test_a_verl_file_is_sized_with_the_tool_configs_tools_its_episodes_and_tool_results(tmp_path):
+    from sim_pipeline.cut.lengths import verl_file_lengths
+
+    episode = [{"role": "assistant", "content": "looking"}, {"role": "tool", "content": "x" * 700},
+               {"role": "assistant", "content": "done"}]
+    rows = [{"prompt": chat(n), "extra_info": {"longest_episode": json.dumps(episode[:1 + n % 3]),
+                                               "tool_result_chars": 700 if n % 3 else 0}} for n in range(1, 31)]
+    path = tmp_path / "grpo.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    tools = json.loads(TOOLS)
+    table = verl_file_lengths(path, tools).set_index("part")
+    assert list(table.index) == ["prompt", "episode", "tool_chars"] and set(table["rows"]) == {30}
+    assert table.loc["prompt", "max"] == count_tokens(json.dumps(chat(30), separators=(",", ":"))) + count_tokens(
+        json.dumps(tools, separators=(",", ":")))  # verl renders the tools into every prompt
+    assert table.loc["episode", "max"] == count_tokens(json.dumps(episode, separators=(",", ":")))
+    assert table.loc["tool_chars", "max"] == 700 and table.loc["tool_chars", "p50"] == 700

@@ -44,6 +44,10 @@ def test_precision_and_recall_on_other_models_wording(label):
     ("Done! Anything else I can help with?", {CLAIMS_SUCCESS}),
     ("Happy to help. What exactly would you like me to do?", {ASKS_FOR_INFORMATION}),
     ("To confirm: I will cancel order 48213. Shall I go ahead?", {ASKS_CONFIRMATION}),
+    # A negated subject says nothing happened (wording from a verl test's scripted policy).
+    ("There is no order with that number on our side, so nothing was changed.", set()),
+    ("No changes have been made to your subscription.", set()),
+    ("No problem, your order was cancelled.", {CLAIMS_SUCCESS}),
 ])
 def test_examples(text, expected):
     assert classify_reply(text) == expected

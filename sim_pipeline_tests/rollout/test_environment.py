@@ -16,7 +16,13 @@ from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.grade import conduct
 from sim_pipeline.grade.grading import combine
 from sim_pipeline.models.gateway import Gateway
-from sim_pipeline.rollout.environment import MESSAGE_USER, environment_class, sandbox_reward
+from sim_pipeline.rollout.environment import (
+    MESSAGE_USER,
+    environment_class,
+    episode_reward,
+    replayed,
+    sandbox_reward,
+)
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
 from sim_pipeline.search.situations import build_situations
 from sim_pipeline.situation import Situation
@@ -63,15 +69,25 @@ def test_a_training_episode_earns_what_the_grader_gives_the_same_rollout(name):
     rows = asyncio.run(run_rollouts([RolloutSpec(s, 0, 0) for s in found], Policy("agent-v2", "sim/agent-v2"),
                                     domain=domain, state=build_state(domain, 0), gateway=GATEWAY))
     env_class, by_id = environment_class(domain, gateway=GATEWAY), {s.situation_id: s for s in found}
-    rewards, graded = [], []
+    # A trainer that keeps only the recorded steps (verl) rebuilds each episode without asking the user again.
+    offline = Gateway(fast_path=True)
+    rebuilt_class = environment_class(domain, gateway=offline)
+    rewards, graded, rebuilt = [], [], []
     for row in rows.to_dict("records"):
         if any(len(m["tool_calls"] or []) > 1 for m in row["messages"]):
             continue  # parallel calls: TRL runs them one by one, so the turns would not line up
         violation = conduct.check(row["messages"], list(row["tool_events"]), row["final_text"], domain,
                                   list(row["user_events"]))
         graded.append(combine(violation.reward if violation else 1.0, row["oracle_reward"]))
-        rewards.append(replay(started(env_class, by_id[row["situation_id"]]), row))
-    assert len(rewards) >= 0.9 * len(rows) and rewards == graded
+        env = started(env_class, by_id[row["situation_id"]])
+        rewards.append(replay(env, row))
+        again = replayed(rebuilt_class, json.dumps(by_id[row["situation_id"]].to_row()), 0, json.loads(
+            json.dumps(env.steps)))  # the steps as they travel: plain JSON
+        closing = env.episode.messages[-1]["content"]
+        assert again.episode.messages == env.episode.messages[:-1] and again.steps == env.steps
+        assert again.episode.user_events == env.episode.user_events
+        rebuilt.append(episode_reward(again, closing))
+    assert len(rewards) >= 0.9 * len(rows) and rewards == graded == rebuilt and offline.calls == 0
     assert 0 < sum(rewards) < len(rewards)  # both outcomes occur: the comparison is not all zeros
 
 

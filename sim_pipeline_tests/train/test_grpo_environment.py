@@ -11,7 +11,6 @@ non-zero GRPO gradient. No download; seconds on a CPU. Requires the [train] extr
 import inspect
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -27,18 +26,13 @@ else:
     import torch
 
 import datasets
-from upath import UPath
 
-from sim_pipeline.cut.cuts import build_cut
 from sim_pipeline.cut.export import export_trl
-from sim_pipeline.domain import load_domain
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.rollout.environment import MESSAGE_USER, environment_class, sandbox_reward
-from sim_pipeline.situation import Situation
-from sim_pipeline.warehouse import read_table
 from sim_pipeline.world.reference import CANNOT_REPLY, DONE_REPLY
+from sim_pipeline_tests.cut import partition
 
-DATA = Path(__file__).parents[1] / "cut" / "data"
 SPECIAL = ["[PAD]", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>",
            "</tool_response>", "<think>", "</think>"]
 STEPS = 2
@@ -48,13 +42,8 @@ datasets.disable_progress_bars()
 @pytest.fixture(scope="module")
 def grpo_rows(tmp_path_factory) -> datasets.Dataset:
     """The TRL GRPO export of the real retail partition, loaded as a training script loads it."""
-    tools = load_domain("retail").tool_schemas
-    rollouts = read_table(UPath(DATA / "retail_agent-v1_seed0_rollouts.parquet"))
-    grades = read_table(UPath(DATA / "retail_agent-v1_seed0_grades.parquet"))
-    situations = [Situation.from_row(r) for r in
-                  read_table(UPath(DATA / "retail_agent-v1_seed0_situations.parquet")).to_dict("records")]
-    cut = build_cut("grpo_groups", rollouts, grades, tools=tools, judge_trusted=True, opt_out=False).table
-    (grpo,) = export_trl({"grpo_groups": cut}, tmp_path_factory.mktemp("trl"), tools=tools, situations=situations)
+    (grpo,) = export_trl(partition.cuts("grpo_groups"), tmp_path_factory.mktemp("trl"), tools=partition.TOOLS,
+                         situations=partition.situations())
     return datasets.load_dataset("parquet", data_files=grpo.path, split="train")
 
 

@@ -24,16 +24,12 @@ else:
     trl = pytest.importorskip("trl", reason="the [train] extra is not installed: run `make test-train`")
 
 import datasets
-from upath import UPath
 
 from sim_pipeline.cut.chat_format import with_decoded_arguments
-from sim_pipeline.cut.cuts import CUTS, build_cut
+from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.cut.export import export_trl
-from sim_pipeline.domain import load_domain
-from sim_pipeline.situation import Situation
-from sim_pipeline.warehouse import read_table
+from sim_pipeline_tests.cut import partition
 
-DATA = Path(__file__).parents[1] / "cut" / "data"
 TEMPLATE = """{%- for message in messages %}
 {%- if message.role == "assistant" %}<|im_start|> assistant
 {% generation %}{{ message.content or "" }}{%- for call in message.tool_calls or [] %}
@@ -50,15 +46,9 @@ datasets.disable_progress_bars()
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> dict[str, Path]:
-    tools = load_domain("retail").tool_schemas
-    rollouts = read_table(UPath(DATA / "retail_agent-v1_seed0_rollouts.parquet"))
-    grades = read_table(UPath(DATA / "retail_agent-v1_seed0_grades.parquet"))
-    cuts = {name: build_cut(name, rollouts, grades, tools=tools, judge_trusted=True, opt_out=False).table
-            for name in CUTS}
-    situations = [Situation.from_row(r) for r in
-                  read_table(UPath(DATA / "retail_agent-v1_seed0_situations.parquet")).to_dict("records")]
     out = tmp_path_factory.mktemp("trl")
-    return {f.dataset: Path(f.path) for f in export_trl(cuts, out, tools=tools, situations=situations) if f.path}
+    return {f.dataset: Path(f.path) for f in export_trl(partition.cuts(*CUTS), out, tools=partition.TOOLS,
+                                                        situations=partition.situations()) if f.path}
 
 
 def load(path: Path):
