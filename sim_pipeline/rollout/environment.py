@@ -21,9 +21,10 @@ Here `environment_class(domain)` builds that class for a domain:
 
 An environment records what happened as plain `steps` (each call with its arguments; each message to the user
 with the user's reply and decision) and `replayed(environment_class, situation, phrasing_index, steps)` rebuilds
-the same episode in a fresh world without asking the user model again: trainers that keep no environment object between tool calls or hand the episode to a reward
-worker in another process (verl, `rollout/verl_tools.py`) carry the steps instead. Private methods stay private
-because TRL turns every public method into a tool; `replayed`, `run_tool` and `episode_reward` reach them.
+the same episode in a fresh world without asking the user model again: trainers that keep no environment object
+between tool calls or hand the episode to a reward worker in another process (verl, `rollout/verl_tools.py`)
+carry the steps instead. Private methods stay private because TRL turns every public method into a tool;
+`replayed`, `run_tool` and `episode_reward` reach them.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from sim_pipeline.cut.lengths import tokenizer_counter, verl_file_lengths
 from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.rollout import verl_tools
 from sim_pipeline.rollout.environment import environment_class
+from sim_pipeline.situation import Situation
 from sim_pipeline_tests.cut import partition
 from sim_pipeline_tests.scripted_server import ScriptedServer
 
@@ -114,6 +115,7 @@ def verl_config(exported, max_prompt_length: int, *extra: str):
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         return compose(config_name="ppo_trainer", overrides=[
             f"data.max_prompt_length={max_prompt_length}",
+            "data.max_response_length=4096",
             "data.filter_overlong_prompts=true",
             "actor_rollout_ref.rollout.multi_turn.enable=true",
             "actor_rollout_ref.rollout.multi_turn.format=hermes",
@@ -226,6 +228,26 @@ def test_the_tool_agent_loop_plays_in_the_sandbox_and_the_reward_grades_the_new_
     hasty, _ = play(config, tokenizer, item, ["All sorted! I've gone ahead and updated that order for you."])
     assert verl_tools.STEPS_FIELD not in hasty.extra_fields
     assert reward(config, tokenizer, item, hasty)["score"] == 0.0  # claimed a change the world never saw
+
+
+def test_calls_of_one_turn_run_concurrently_and_every_one_is_recorded(exported, dataset, tokenizer, tmp_path):
+    _, loaded = dataset
+    item, order = missing_order(loaded)
+    email = Situation.from_row(json.loads(item["extra_info"]["situation"])).facts.get("email", "a@example.com")
+    # The user answers over HTTP, so message_user really waits while the turn's other calls run (asyncio.gather).
+    answer = {"tool_calls": [{"name": "user_action", "arguments": {"message": "Yes, that's the one.",
+                                                                    "decision": "provide_fact"}}]}
+    with ScriptedServer(lambda request: answer) as server:
+        config = verl_config(exported, 1 << 16, registered_user(tmp_path, exported, server),
+                             "actor_rollout_ref.rollout.multi_turn.max_parallel_calls=3")
+        turn = (call("message_user", {"message": "While I check: is that the number on your receipt?"})
+                + call("get_order", {"order_id": order}) + call("list_orders", {"email": email}))
+        output, policy = play(config, tokenizer, item, [turn, "No order with that number exists, so I made no change."])
+        score = reward(config, tokenizer, item, output)
+    steps = output.extra_fields[verl_tools.STEPS_FIELD]
+    assert sorted(s["tool"] for s in steps) == ["get_order", "list_orders", "message_user"]  # none overwritten
+    assert policy.prompts[1].count("<tool_response>") == 3
+    assert score["tool_steps"] == 3 and len(server.requests) == 1
 
 
 def test_a_call_the_schema_rejects_is_answered_with_the_field_and_the_episode_goes_on(dataset, tokenizer):
