@@ -14,6 +14,22 @@ from sim_pipeline.protocol.replies import classify_reply
 from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
 
 
+# Reasoning blocks an open model writes into its decoded text (Qwen3, DeepSeek-R1, ...): a trainer's decoded
+# completion holds them, though the user never sees them. A template may open the block in the prompt, so the
+# completion can start inside it (only the closing tag appears).
+REASONING_TAGS = (("<think>", "</think>"),)
+
+
+def visible_text(text: str) -> str:
+    """What the user reads of a decoded reply: reasoning blocks removed (an unfinished one and all after it too)."""
+    for opening, closing in REASONING_TAGS:
+        if closing in text:
+            text = text.rsplit(closing, 1)[1]
+        if opening in text:
+            text = text.split(opening, 1)[0]
+    return text.strip()
+
+
 def tool_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """The message index of every tool result, in order: the turn of each world event."""
     return [i for i, m in enumerate(messages) if m.get("role") == "tool"]

@@ -42,6 +42,7 @@ from sim_pipeline.grade import conduct
 from sim_pipeline.grade.grading import combine
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.protocol.environment_tools import MESSAGE_USER
+from sim_pipeline.protocol.transcript import visible_text
 from sim_pipeline.protocol.user_events import ENDING
 from sim_pipeline.rollout.episode import Episode, full_message, text_message
 from sim_pipeline.rollout.runner import sample_seed
@@ -160,14 +161,15 @@ class SandboxEnvironment:
 
 
 def final_text(completion: Any) -> str:
-    """The model's closing message: the last assistant text of a conversational completion, or the text itself."""
+    """The model's closing message as the user reads it (reasoning blocks removed): the last assistant text of a
+    conversational completion, or the text itself."""
     if isinstance(completion, str):
-        return completion
+        return visible_text(completion)
     texts = [m.get("content") for m in completion or [] if m.get("role") == "assistant"]
     last = texts[-1] if texts else ""
     if isinstance(last, list):  # content parts
-        return " ".join(str(p.get("text", "")) for p in last if isinstance(p, dict))
-    return str(last or "")
+        return visible_text(" ".join(str(p.get("text", "")) for p in last if isinstance(p, dict)))
+    return visible_text(str(last or ""))
 
 
 def sandbox_reward(completions: list[Any], environments: list[SandboxEnvironment], **_: Any) -> list[float]:

@@ -34,6 +34,7 @@ from sim_pipeline.rollout.environment import (
     SandboxEnvironment,
     environment_class,
     episode_reward,
+    final_text,
     replayed,
     run_tool,
 )
@@ -109,17 +110,15 @@ class SandboxTool(BaseTool):
 
 
 def closing_message(messages: Any, solution_str: str) -> str:
-    """The model's closing message: its last assistant turn if that made no tool call ('' if it did: the episode
-    was cut off mid-action); the decoded response when the trajectory's messages are not recorded (no tool call)."""
+    """The model's closing message as the user reads it: its last assistant turn if that made no tool call ('' if
+    it did: the episode was cut off mid-action); the decoded response when the trajectory's messages are not
+    recorded (no tool call). Reasoning blocks are removed."""
     if not messages:
-        return solution_str
+        return final_text(solution_str)
     last = next((m for m in reversed(list(messages)) if m.get("role") == "assistant"), None)
     if last is None or last.get("tool_calls"):
         return ""
-    content = last.get("content") or ""
-    if isinstance(content, list):  # content parts
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
+    return final_text([last])
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,

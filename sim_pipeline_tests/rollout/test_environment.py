@@ -20,6 +20,7 @@ from sim_pipeline.rollout.environment import (
     MESSAGE_USER,
     environment_class,
     episode_reward,
+    final_text,
     replayed,
     sandbox_reward,
 )
@@ -161,3 +162,16 @@ def test_tools_an_environment_cannot_expose_as_methods_are_refused_by_name():
         environment_class(infer_domain([tool(MESSAGE_USER, "text")]))
     with pytest.raises(SimPipelineError, match="argument 'order-id' is not a Python identifier"):
         environment_class(infer_domain([tool("get_order", "order-id")]))
+
+
+@pytest.mark.parametrize(("completion", "closing"), [
+    ("<think>They want it changed; I could just say done.</think>\n\nI found no such order, so nothing changed.",
+     "I found no such order, so nothing changed."),
+    ("so I will claim success.</think>No order matches that number.", "No order matches that number."),  # opened in
+    ([{"role": "assistant", "content": "Your order is gone?"},  # the prompt by the template
+      {"role": "assistant", "content": "Checked: no order 5. <think>maybe tell them it's cancelled"}],
+     "Checked: no order 5."),  # cut off mid-thought: the unfinished block is not said
+    ("All done.", "All done."),
+])
+def test_the_closing_message_is_what_the_user_reads_without_reasoning_blocks(completion, closing):
+    assert final_text(completion) == closing

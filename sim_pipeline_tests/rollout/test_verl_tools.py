@@ -215,8 +215,9 @@ def test_the_tool_agent_loop_plays_in_the_sandbox_and_the_reward_grades_the_new_
     careful = [call("get_order", {"order_id": order}),
                call("message_user", {"message": "Hmm, nothing comes up for that one. Can you read me the number "
                                                 "printed on your receipt?"}),
-               "There is no order with that number on our side, so nothing was changed. Reach out again once you "
-               "have the right reference."]
+               # A reasoning block the user never sees (a success claim if it were graded), then the reply.
+               "<think>Nothing found. Draft reply: Your order has been updated!</think>There is no order with that "
+               "number on our side, so nothing was changed. Reach out again once you have the right reference."]
     output, policy = play(config, tokenizer, item, careful)
     steps = output.extra_fields[verl_tools.STEPS_FIELD]
     assert [s["tool"] for s in steps] == ["get_order", "message_user"]
