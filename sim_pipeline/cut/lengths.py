@@ -81,6 +81,11 @@ def length_table(rows: Iterable[Mapping[str, Any]], dataset: str,
     for row in rows:
         for part, n in row_lengths(row, dataset, count).items():
             lengths.setdefault(part, []).append(n)
+    return _summary(dataset, lengths)
+
+
+def _summary(dataset: str, lengths: Mapping[str, list[int]]) -> pd.DataFrame:
+    """One row per part: how many values, their p50 / p95 / max."""
     records = [{"dataset": dataset, "part": part, "rows": len(values),
                 "p50": int(np.percentile(values, 50)), "p95": int(np.percentile(values, 95)), "max": int(max(values))}
                for part, values in lengths.items() if values]
@@ -102,12 +107,10 @@ def verl_file_lengths(path: str | os.PathLike[str], tools: list[Mapping[str, Any
     import pyarrow.parquet as pq
 
     rows = pq.read_table(Path(path)).to_pylist()
-    sized = [{"prompt": r["prompt"], "tools": tools, "episode": json.loads(r["extra_info"]["longest_episode"])}
-             for r in rows]
-    table = length_table(sized, "verl_grpo", count)
-    chars = [int(r["extra_info"]["tool_result_chars"]) for r in rows]
-    if not chars:
-        return table
-    record = {"dataset": "verl_grpo", "part": "tool_chars", "rows": len(chars), "p50": int(np.percentile(chars, 50)),
-              "p95": int(np.percentile(chars, 95)), "max": max(chars)}
-    return pd.concat([table, pd.DataFrame([record], columns=list(LENGTH_COLUMNS))], ignore_index=True)
+    lengths: dict[str, list[int]] = {"prompt": [], "episode": [], "tool_chars": []}
+    for r in rows:
+        sized = row_lengths({"prompt": r["prompt"], "tools": tools,
+                             "episode": json.loads(r["extra_info"]["longest_episode"])}, "verl_grpo", count)
+        for part, n in [*sized.items(), ("tool_chars", int(r["extra_info"]["tool_result_chars"]))]:
+            lengths[part].append(n)
+    return _summary("verl_grpo", lengths)

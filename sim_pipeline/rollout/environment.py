@@ -49,7 +49,6 @@ from sim_pipeline.rollout.runner import sample_seed
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import State, build_state
 
-DEFAULT_USER_MODEL = defaults.DEFAULT_USER_MODEL
 _RESERVED = ("reset", MESSAGE_USER)
 _SCALARS: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
@@ -58,7 +57,7 @@ class SandboxEnvironment:
     """One training episode of a domain: the world of the row's situation, its user, and the transcript."""
 
     domain: ClassVar[Domain]
-    user_model: ClassVar[str] = DEFAULT_USER_MODEL
+    user_model: ClassVar[str] = defaults.DEFAULT_USER_MODEL
     gateway: ClassVar[Gateway]
     _states: ClassVar[dict[int, State]]
 
@@ -262,7 +261,7 @@ def _tool_method(function: Mapping[str, Any]) -> Any:
     return method
 
 
-def environment_class(domain: Domain | str, *, user_model: str = DEFAULT_USER_MODEL,
+def environment_class(domain: Domain | str, *, user_model: str = defaults.DEFAULT_USER_MODEL,
                       gateway: Gateway | None = None) -> type[SandboxEnvironment]:
     """The environment class of a domain (pass it as GRPOTrainer's `environment_factory`)."""
     domain = load_domain(domain) if isinstance(domain, str) else domain

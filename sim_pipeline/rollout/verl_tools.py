@@ -26,11 +26,11 @@ from uuid import uuid4
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
+from sim_pipeline import defaults
 from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.registry import load_models
 from sim_pipeline.rollout.environment import (
-    DEFAULT_USER_MODEL,
     SandboxEnvironment,
     environment_class,
     episode_reward,
@@ -46,7 +46,8 @@ MESSAGES_FIELD = "sim_pipeline_messages"  # the trajectory's message list itself
 
 
 @cache
-def _environment(domain: str, user_model: str = DEFAULT_USER_MODEL, registry: str = "") -> type[SandboxEnvironment]:
+def _environment(domain: str, user_model: str = defaults.DEFAULT_USER_MODEL,
+                 registry: str = "") -> type[SandboxEnvironment]:
     """One environment class per domain and user model per process (it caches each seed's world); a registry
     file resolves a user model named in its `models:` (endpoint, key variable, parameters)."""
     gateway = Gateway(fast_path=True, models=load_models(registry)) if registry else None
@@ -66,7 +67,7 @@ class SandboxTool(BaseTool):
             raise SimPipelineError(
                 f"verl tool config: tool '{self.name}' has no config.domain. Fix: use the tool_config.yaml that "
                 "`sim-pipeline export --format verl` writes, or add `domain: <name>` under the tool's config")
-        self._environment = _environment(str(config["domain"]), str(config.get("user_model") or DEFAULT_USER_MODEL),
+        self._environment = _environment(str(config["domain"]), str(config.get("user_model") or defaults.DEFAULT_USER_MODEL),
                                          str(config.get("registry") or ""))
         self._bindings: dict[str, Mapping[str, Any]] = {}
 
