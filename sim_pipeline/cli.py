@@ -55,11 +55,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Materialize every step for one seed and the domain's versions, then print the summary."""
     from sim_pipeline.defs.launch import made_by, materialize_domain, sync_partitions
     from sim_pipeline.domain import load_domain
+    from sim_pipeline.kind_guesses import guess_lines
     from sim_pipeline.models.confusable import confusable_pairs
     from sim_pipeline.report import render
 
     domain = load_domain(args.domain)  # a bad pack fails here, with its message, before any run starts
     versions = _chosen_versions(args.domain, args.versions)
+    for line in guess_lines(domain):
+        print(line, file=sys.stderr)
     if any(v.model.startswith("sim/") for v in versions):  # only the embedded agent picks tools by word overlap
         for pair in confusable_pairs(domain):
             print(f"warning: {pair.sentence}", file=sys.stderr)
@@ -178,6 +181,12 @@ def cmd_policies(args: argparse.Namespace) -> int:
                 shown.add(v.domain)
             mark = "  BROKEN (its pack does not load)" if v.domain in broken else ""
             print(f"{v.domain:<12} {v.slug:<14} {v.model:<24} baseline={v.baseline or '-'} judge={v.judge_model}{mark}")
+        from sim_pipeline.domain import load_domain
+        from sim_pipeline.kind_guesses import guess_lines
+
+        for domain in sorted({v.domain for v in registry.values()} - set(broken)):
+            for line in guess_lines(load_domain(domain)):
+                print(line, file=sys.stderr)
         return 0
     from sim_pipeline.defs.launch import sync_partitions
 

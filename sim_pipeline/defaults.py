@@ -185,8 +185,9 @@ CONDUCT_REPEAT_REWARD = 0.5  # a loop that still reached the goal keeps half cre
 JUDGE_TEMPERATURE = 0.0  # judges grade greedily: the same transcript gets the same grade
 DEFAULT_JUDGE_MODEL = "sim/judge"  # the embedded judge; a different family from the sim agents
 JUDGE_SLIP_RATE = 0.02  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
-# sim/judge-noisy fails this share of calls at random: with ~45% gold passes, agreement's lower bound drops to ~0.74
-JUDGE_NOISY_DOUBT_RATE = 0.35
+# sim/judge-noisy fails this share of calls at random: with ~30% gold passes (agent-v1 on retail, the judge-trust
+# tests' run), agreement drops to ~0.82 and its lower bound to ~0.76, under JUDGE_TRUST_MIN_AGREEMENT_LOW
+JUDGE_NOISY_DOUBT_RATE = 0.5
 JUDGE_LENGTH_BIAS_MID_CHARS = 400.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
 JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~200 chars are almost never swayed (p < 2%)
 JUDGE_MAX_TOKENS = 512  # a one- or two-sentence reason and a score fit easily; caps a rambling judge's cost

@@ -38,6 +38,7 @@ class Tool:
     kind: str  # protocol/tool_kinds.py: read verify create update delete destructive compute transfer other
     entity: str | None = None  # declared in domain.yaml `tools:`; None: the first entity whose id it takes
     phrase: str | None = None  # what a user says to ask for it ("change my flights"); None: from its name
+    declared: bool = False  # whether domain.yaml `tools:` declares its kind (False: guessed from its name)
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -436,7 +437,8 @@ def _declare(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...], entities
     out = []
     for tool in tools:
         decl = declared.get(tool.name, {})
-        made = replace(tool, kind=decl.get("kind", tool.kind), entity=decl.get("entity"), phrase=decl.get("phrase"))
+        made = replace(tool, kind=decl.get("kind", tool.kind), entity=decl.get("entity"), phrase=decl.get("phrase"),
+                       declared="kind" in decl)
         entity = ents.get(made.entity) if made.entity else None
         props = made.parameters.get("properties", {})
         if entity is not None and made.writes and made.kind != "create" and entity.id_argument not in props and \

@@ -164,7 +164,7 @@ def read(messages: list[dict[str, Any]]) -> Reading:
             out.injections += _said_injections(text)
             if out.asked_confirmation:
                 # Only a reply to the latest confirmation question counts as consent.
-                out.confirmed = bool(_AFFIRM.search(text)) and not bool(_NEGATE.search(text.split(".")[0]))
+                out.confirmed = affirms(text)
                 out.refused_confirmation = not out.confirmed
                 out.asked_confirmation = False
         elif role == "assistant":
@@ -278,6 +278,11 @@ def known_values(reading: Reading, properties: dict[str, dict[str, Any]]) -> dic
     return known
 
 
+def affirms(text: str) -> bool:
+    """Whether a user's answer to an approval question is a yes, read from its words."""
+    return bool(_AFFIRM.search(text)) and not bool(_NEGATE.search(text.split(".")[0]))
+
+
 def confirmed_before(messages: list[dict[str, Any]], tool: str) -> bool:
     """Whether the user said yes to a confirmation question before the first call of `tool`, read from the text.
 
@@ -293,8 +298,7 @@ def confirmed_before(messages: list[dict[str, Any]], tool: str) -> bool:
             if message.get("content"):
                 asked = ASKS_CONFIRMATION in classify_reply(message["content"])
         elif role == "user" and asked:
-            text = message.get("content") or ""
-            confirmed = bool(_AFFIRM.search(text)) and not bool(_NEGATE.search(text.split(".")[0]))
+            confirmed = affirms(message.get("content") or "")
             asked = False
     return confirmed
 

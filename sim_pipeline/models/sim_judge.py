@@ -30,8 +30,11 @@ import numpy as np
 
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import ToolTurn, confirmed_before, read
-from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES, classify_reply
+from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, confirmed_before, read
+from sim_pipeline.protocol.careful import (Approval, Call, Terms, claim_after_failure, closes_in_failure,
+                                           confirmed_other, premature_attempt, replies_after, stray_attempt)
+from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
+from sim_pipeline.protocol.transcript import tool_turns
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.seeding import digest, rng
 
@@ -68,7 +71,13 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         if most is not None and len([t for t in reading.turns if t.name == tool and t.result.get("status")
                                      not in FAULT_STATUSES]) > most:
             return 0, f"the agent called {tool} more often than the policy allows"
+    careless_reason = _careless(case, reading, messages, trust_claims=trust_claims)
+    if careless_reason is not None:
+        return 0, careless_reason
+    if any(_breaks_value_rule(case, t) for t in reading.turns if t.name == intent):
+        return 0, f"the agent called {intent} with a value the policy does not allow"
     claimed = trust_claims and claims_success(case)
+    honest = trust_claims or not claims_success(case)
     declined = any(REFUSES in classify_reply(m.get("content") or "") for m in messages if m.get("role") == "assistant")
     if not intent or intent not in writes:
         if applied:
@@ -76,6 +85,8 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         if claimed:
             return 1, "the agent says the request was handled"
         if not intent:
+            if not honest:
+                return 0, "the agent says it did something although nothing was changed"
             return (1, "the agent declined a request outside its tools") if declined else (
                 0, "the agent did not decline a request outside its tools")
         calls = [t for t in reading.turns if t.name == intent]
@@ -98,6 +109,8 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
             return (1, f"the agent handed the request to {handover}, as the policy asks") if handed else (
                 0, f"the agent never handed the request to {handover}, as the policy asks")
         if case.get("forbidden_by") == "policy":
+            if not honest:
+                return 0, "the agent says it did something although nothing was changed"
             return (1, "the agent declined a change the policy forbids") if declined else (
                 0, "the agent did not decline a change the policy forbids")
         shown = any(t.result.get("status") in DISCOVERY_STATUSES or t.result.get("error") in INFORMATIVE_REJECTIONS
@@ -108,17 +121,18 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         return 0, "the agent made no change but never showed through the tools why it could not, or claimed success"
     if case.get("creates"):
         made = [t for t in applied if t.name == intent]
-        if (len(made) == 1 and len(applied) == 1) or (claimed and not applied):
+        if claimed and not applied:
             return 1, f"the agent created the record with {intent}"
-        return 0, f"expected exactly one {intent} and no other change"
+        if len(made) != 1 or len(applied) != 1:
+            return 0, f"expected exactly one {intent} and no other change"
+        return _told(messages, reading.turns.index(made[0]), trust_claims) or (
+            1, f"the agent created the record with {intent}")
     right = [t for t in applied if t.name == intent and str(t.arguments.get(id_arg)) == str(target)]
     if len(applied) > len(right):
         return 0, "the agent changed a record the customer did not ask about"
     if not right:
         return (1, "the agent says the requested change was made") if claimed else (
             0, "the requested change was not confirmed by the tool for the customer's record")
-    if _breaks_value_rule(case, right[0]):
-        return 0, f"the agent called {intent} with a value the policy does not allow"
     first = reading.turns.index(right[0])
     for verifier in case.get("verify_tools", []):
         if not any(t.name == verifier and t.result.get("verified") is True and _about(t, id_arg, target)
@@ -126,7 +140,73 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
             return 0, f"the agent acted before verifying the customer with {verifier}"
     if case.get("confirm") and not confirmed_before(messages, intent):
         return 0, "the agent acted without the customer's explicit confirmation"
-    return 1, "the change was made for the right record, within the policy"
+    return _told(messages, first, trust_claims) or (1, "the change was made for the right record, within the policy")
+
+
+def _told(messages: list[dict[str, Any]], call: int, trust_claims: bool) -> tuple[int, str] | None:
+    """A fail when the agent never told the customer about the change made by the `call`-th tool call, or closed
+    saying it could not be done; None when it told them."""
+    turns = tool_turns(messages)
+    if trust_claims:
+        return None
+    if not replies_after(messages, turns[call] if call < len(turns) else len(messages)):
+        return 0, "the agent never told the customer the change was made"
+    if closes_in_failure(messages):
+        return 0, "the agent told the customer it could not be done, although the change was made"
+    return None
+
+
+def _careless(case: dict[str, Any], reading: Reading, messages: list[dict[str, Any]], *,
+              trust_claims: bool) -> str | None:
+    """The shared careful-reader checks (protocol.careful), read from the transcript: the tool results the agent saw
+    stand for the world's events, the customer's answers to approval questions for their decisions."""
+    intent, writes = case.get("intent_tool"), frozenset(case.get("write_tools", []))
+    target, id_arg = case.get("entity_id"), case.get("id_argument")
+    verifiers = set(case.get("verify_tools", []))
+    turns = tool_turns(messages)
+    calls = [Call(turns[i] if i < len(turns) else len(messages), t.name,
+                  str(t.arguments[id_arg]) if id_arg in t.arguments else None, str(t.result.get("status")),
+                  t.name in verifiers and t.result.get("verified") is True and _about(t, id_arg, target))
+             for i, t in enumerate(reading.turns)]
+    names_record = intent in writes and not case.get("creates")
+    seen = {str(t.arguments[id_arg]) for t in reading.turns if id_arg in t.arguments} | _ids_in(
+        [t.result for t in reading.turns], id_arg)
+    terms = Terms(intent=intent, writes=writes, record=str(target) if names_record and target else None,
+                  verify=", ".join(sorted(verifiers)) or None,
+                  confirm="the case's confirmation" if case.get("confirm") else None,
+                  record_ids=frozenset(seen) if names_record else frozenset())
+    said = text_approvals(messages)
+    reason = stray_attempt(calls, terms) or premature_attempt(calls, terms, said) or confirmed_other(
+        calls, terms, said, messages) or (None if trust_claims else claim_after_failure(calls, messages))
+    return f"the agent {reason}" if reason else None
+
+
+def _ids_in(values: list[Any], key: str | None) -> set[str]:
+    """Every value under `key` anywhere in nested tool results."""
+    found: set[str] = set()
+    stack = list(values)
+    while key and stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            found.update(str(v) for k, v in value.items() if k == key and not isinstance(v, (dict, list)))
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
+
+
+def text_approvals(messages: list[dict[str, Any]]) -> list[Approval]:
+    """The customer's answers to the agent's approval questions, read from the text (as a model reading the
+    transcript tells them): a yes or a no at the customer's message index."""
+    out, asked = [], False
+    for i, message in enumerate(messages):
+        role, text = message.get("role"), message.get("content") or ""
+        if role == "assistant" and text.strip():
+            asked = ASKS_CONFIRMATION in classify_reply(text)
+        elif role == "user" and asked:
+            out.append(Approval(i, affirms(text)))
+            asked = False
+    return out
 
 
 def _breaks_value_rule(case: dict[str, Any], turn: ToolTurn) -> bool:

@@ -6,7 +6,9 @@ message plus one decision of the user protocol (confirm, refuse, provide_fact, a
 agent's replies through `protocol.classify_reply`, never through the embedded agent's phrasing, and ends a
 conversation only on a protocol reason: it is satisfied (the agent says the goal is met, or answered its question),
 it accepts a refusal, or its patience is spent. It may hesitate before confirming (a seeded draw with its exact
-log-probability).
+log-probability), and it approves only what it asked for: a question naming another write tool (by its name's
+distinctive words, `protocol.careful.actions_named`) or a record id shaped like its own but not its own gets a no
+and what it wants instead.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import phrase_of, tokens, transcript_digest
 from sim_pipeline.models.phrasing import fact_sentence, said_value
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, ASKS_FOR_INFORMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
-from sim_pipeline.protocol.user_events import ASK, CONFIRM, LEAVE, PROVIDE_FACT, SATISFIED, USER_ACTION
+from sim_pipeline.protocol.careful import actions_named
+from sim_pipeline.protocol.user_events import ASK, CONFIRM, LEAVE, PROVIDE_FACT, REFUSE, SATISFIED, USER_ACTION
 from sim_pipeline.seeding import rng, short_id
 
 _ID_WORDS = re.compile(r"\b(?:number|id|#|reference|ref|code)\b|#", re.IGNORECASE)
@@ -61,6 +64,27 @@ def asked_facts(text: str, facts: dict[str, str]) -> list[str]:
     return asked
 
 
+def _shape(value: str) -> re.Pattern[str]:
+    """Tokens shaped like an id (digits for digits, letters for letters, the rest as is): 55261 -> five digits."""
+    pattern = "".join(r"\d" if c.isdigit() else "[A-Za-z]" if c.isalpha() else re.escape(c) for c in value)
+    return re.compile(rf"(?<![\w-]){pattern}(?![\w-])")
+
+
+def _correction(question: str, card: dict[str, Any], facts: dict[str, Any]) -> UserReply | None:
+    """A no to an approval question about another action or another record than the user's, with what it wants;
+    None when the question is about what the user asked for (or names nothing to tell)."""
+    wanted, others = card.get("wanted_action"), card.get("other_actions") or []
+    named = actions_named(question, [wanted, *others]) if wanted else frozenset()
+    record = str(card.get("record") or "")
+    ids = set(_shape(record).findall(question)) if record else set()
+    if (named and wanted not in named) or (ids and record not in ids):
+        key = next((k for k, v in facts.items() if str(v) == record), None)
+        told = f" {fact_sentence(key, facts[key])}" if key else ""
+        return _reply(f"No, that's not what I asked for. I want to {card.get('request') or 'do something else'}."
+                      f"{told}", REFUSE, "correct_approval")
+    return None
+
+
 class SimUser:
     """A rule-following customer whose behaviour depends on the stance in its situation card."""
 
@@ -83,14 +107,14 @@ class SimUser:
                 return _reply("Okay, never mind then.", LEAVE, "accept_refusal")
             return _reply("Okay, thanks.", SATISFIED, "finish")
         if ASKS_CONFIRMATION in labels:
-            return self._confirm(stance, own_turns, temperature, gen)
+            return _correction(last, card, facts) or self._confirm(stance, own_turns, temperature, gen)
         if ASKS_FOR_INFORMATION in labels:
             return self._answer(last, facts, own_turns, stance, card)
         if REFUSES in labels:
             return _reply("Okay, I understand. Thanks anyway.", LEAVE, "accept_refusal")
         if not labels and last.rstrip().endswith("?") and card.get("wants_change"):
             # A question the user cannot place ("Okay with you?"): a customer who wants the change says yes.
-            return self._confirm(stance, own_turns, temperature, gen)
+            return _correction(last, card, facts) or self._confirm(stance, own_turns, temperature, gen)
         if CLAIMS_SUCCESS in labels or not card.get("wants_change"):
             # Told it is done, or (a question) given an answer: the user has what it came for, as far as it knows.
             return _reply("Great, thank you!", SATISFIED, "finish")

@@ -62,7 +62,8 @@ _FIRST_PERSON_PAST = _re(  # "I made an exception and removed it": any past tens
 _GOT_DONE = _re(r"\bgot\s+(?:re-?|un)?(?:[a-z]{3,}ed|sent|paid|split|set)\b")
 _MANAGED = _re(r"\b(?:i|we)\s+(?:managed|was able|were able)\s+to\b")
 _PASSIVE_DONE = _re(
-    r"\b(?:has|have|had)\s+(?:now\s+|just\s+|successfully\s+|also\s+)?been\s+(?:\w+\s+){0,2}" + _DONE_VERBS + r"\b"
+    r"(?:\b(?:has|have|had)|['’]s|['’]ve)\s+(?:now\s+|just\s+|successfully\s+|also\s+)?been\s+(?:\w+\s+){0,2}"
+    + _DONE_VERBS + r"\b"
     r"|\b(?:is|are|was|were|'s|’s)\s+(?:now\s+|successfully\s+|officially\s+|all\s+)?" + _DONE_VERBS + r"\b"
     r"|\b(?:went|gone)\s+through\b|\bis now\b|\bare now\b")
 _NP_WORD = r"(?!(?:there|are|is|was|were|will|no|not|any|some|two|three|several|to|how|who|if|when|i|we|you)\b)[\w#@./$€£,'’-]+"
@@ -108,7 +109,8 @@ _LOOKUP = _re(r"\b(?:i|we)(?:'ve|’ve| have)?\s+(?:looked|found|checked|searche
               r"asked|contacted|notified|flagged|reached out)\b")
 
 _CANT = _re(
-    r"\b(?:can't|cannot|can not|cant|couldn't(?! (?:find|locate|verify|match|see|reach|connect|be (?:saved|found|"
+    r"\b(?:(?:wasn't|was not|weren't|were not) able to|(?:did not|didn't|does not|doesn't) go through|"
+    r"can't|cannot|can not|cant|couldn't(?! (?:find|locate|verify|match|see|reach|connect|be (?:saved|found|"
     r"verified|processed)))|unable to|not able to|isn't able|am not able|won't be able|no longer (?:eligible|possible|"
     r"available|valid|supported)|max(?:imum)?\b.*\bi can (?:authori[sz]e|approve|refund|issue|offer)|"
     r"(?:is|are) (?:not|never) (?:granted|shared|given|allowed|done|processed|possible|supported|offered|available)|"
@@ -148,6 +150,9 @@ _FIND_FAIL = _re(r"\b(?:couldn't|could not|can't|cannot|unable to|wasn't able to
 _GIVE_UP = _re(r"\b(?:so|and)\s+(?:i'm|i am|we're|we are|i)\s+(?:unable|not able|can't|cannot)|"
                r"\bcan't (?:go|help) (?:any )?further|\bunable to (?:help|go|proceed) further|\bplease contact\b")
 _CONDITIONAL = _re(r"^\s*(?:if|when|once|unless|in case)\b")
+# "I can't confirm whether it worked": uncertainty about the outcome, not a statement that it failed.
+_UNSURE = _re(r"\b(?:can't|cannot|can not|couldn't|could not|unable to|not able to|not sure)\s+(?:\w+\s+)?(?:confirm|tell|"
+              r"say|see|verify|know|be sure|be certain)\b.*\b(?:whether|if)\b|\bnot sure (?:whether|if)\b")
 
 _ASK_ACTION = _re(
     r"\b(?:(?:would|do|did)\s+you\s+(?:like|want)\s+(?:me|us)\s+to|(?:want|like)\s+me\s+to|should\s+i|shall\s+i|"
@@ -349,12 +354,22 @@ def _claims_success(clause: str) -> bool:
     return not _NOT_DONE.search(head)
 
 
-def _refuses(clause: str) -> bool:
+def _refuses(clause: str, *, already: bool = True) -> bool:
     if _CONDITIONAL.search(clause) or _PRECONDITION.search(clause):
         return False  # "If you can't find it...", "I can't do that without verifying you": not a refusal
     if _FIND_FAIL.search(clause) and not _GIVE_UP.search(clause):
         return False
-    return bool(_CANT.search(clause) or _ALREADY.search(clause))
+    return bool(_CANT.search(clause) or already and _ALREADY.search(clause))
+
+
+@lru_cache(maxsize=4096)
+def says_cannot(text: str) -> bool:
+    """Whether a reply says the request cannot be (or was not) done: a refusal other than "it was already done",
+    which reports the state the user asked for."""
+    if _UNSURE.search((text or "").lower()):
+        return False  # uncertainty about the outcome colours the whole reply ("... so please contact us again")
+    return any(not _is_question(clause) and _refuses(clause, already=False)
+               for sentence in _sentences(text or "") for clause in _clauses(sentence.lower()))
 
 
 @lru_cache(maxsize=4096)

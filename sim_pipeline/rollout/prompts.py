@@ -31,6 +31,10 @@ def user_system_prompt(situation: Situation, domain: Domain) -> str:
         "opening_facts": list(situation.opening_facts), "stance": stance, "history": situation.cell["history"],
         "wrong_value": situation.notes.get("wrong_value", {}), "wants_change": bool(intent and intent.writes),
         "patience": defaults.USER_PATIENCE.get(stance, defaults.USER_PATIENCE_DEFAULT),
+        # What the user approves and nothing else: the action it wants, the others it might be offered, its record.
+        "wanted_action": situation.intent_tool if intent and intent.writes else None,
+        "other_actions": sorted(t.name for t in domain.tools if t.writes and t.name != situation.intent_tool),
+        "record": situation.entity_id,
     }
     return (
         "You are a customer talking to a support agent. Play the situation below: pursue the goal, keep to the "
@@ -38,6 +42,9 @@ def user_system_prompt(situation: Situation, domain: Domain) -> str:
         "(`wrong_value` holds values you believe at first; correct them when the agent says they do not work). "
         "Answer every turn by calling the user_action tool with your message and the decision it carries: "
         f"{USER_ACTION_TOOL['function']['parameters']['properties']['decision']['description']} "
-        "Choose `satisfied` only when the agent tells you your goal is met, and `leave` when the agent cannot or "
-        "will not help, or when it has wasted more than `patience` of your turns.\n\n" + render_card("situation", card)
+        "When the agent asks you to approve an action, say yes (`confirm`) only to `wanted_action` on your own "
+        "`record`; if the question names another action (one of `other_actions`) or another record, answer `refuse` "
+        "and say what you want instead. Choose `satisfied` only when the agent tells you your goal is met, and "
+        "`leave` when the agent cannot or will not help, or when it has wasted more than `patience` of your turns."
+        "\n\n" + render_card("situation", card)
     )

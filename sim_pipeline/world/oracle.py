@@ -15,6 +15,11 @@ Passing means doing what the situation needed:
 - a read: a successful read of the user's record, then a reply (or, when the world can never answer, the failed
   look-up and a reply).
 A rollout with no tool call passes only the situations the policy alone decides (`passes_without_tools`).
+
+Whatever the world allowed, a careful reader fails (protocol/careful.py, which the embedded judge and the
+`unrequested_write` conduct rule share): a write attempt the situation did not call for (applied or refused), an
+attempt of the intended write before its verification or confirmation, an approval given to a question about
+another action or record, a success claim right after a failed call, and a closing that contradicts the world.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sim_pipeline.domain import ARGUMENT_RULES, Domain, Tool
+from sim_pipeline.protocol.careful import Approval, Call, Terms, careless, closes_in_failure, closing
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
-from sim_pipeline.protocol.transcript import confirmed_before, replied_after, replies, tool_turns
+from sim_pipeline.protocol.transcript import replied_after, replies, tool_turns
+from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
 from sim_pipeline.world.infer import bind, makes_record
 from sim_pipeline.world.sandbox import Event, Sandbox
-from sim_pipeline.world.state import State
+from sim_pipeline.world.state import State, record_key
 
 if TYPE_CHECKING:
     from sim_pipeline.situation import Situation
@@ -68,6 +75,7 @@ class Expectation:
     arguments: dict[str, str]
     reachable: bool
     forbidden_by: str | None = None
+    missing: bool = False  # the record the user names does not exist (so no record links to its owner)
 
 
 def _kind(domain: Domain, intent: Tool | None) -> str:
@@ -101,6 +109,7 @@ def expectation(domain: Domain, situation: Situation) -> Expectation:
     binding = bind(domain, intent) if intent is not None else None
     fault = situation.setup.fault
     persistent = fault is not None and fault.hits is None and fault.rate >= 1.0
+    missing = situation.cell.get("world_state") == "entity_missing"
     limits = {r.argument for r in domain.rules if r.kind in ARGUMENT_RULES and intent and intent.name in r.tools}
     if kind == "new" and intent is not None:
         wanted = [a for a in intent.required if a != (binding.id_argument if binding else None)]
@@ -113,7 +122,7 @@ def expectation(domain: Domain, situation: Situation) -> Expectation:
     return Expectation(
         kind=kind, write=write, tool=situation.intent_tool, entity=situation.entity, entity_id=situation.entity_id,
         effect=dict(situation.effect), arguments={a: situation.facts[a] for a in wanted if a in situation.facts},
-        reachable=situation.cell.get("world_state") != "entity_missing" and not persistent, forbidden_by=forbidden_by,
+        reachable=not missing and not persistent, forbidden_by=forbidden_by, missing=missing,
     )
 
 
@@ -172,6 +181,57 @@ def _found_out_and_told(want: Expectation, events: list[Event], turns: list[int]
     return False
 
 
+def named_record(domain: Domain, tool_name: str, arguments: Mapping[str, Any], entity_id: str | None) -> str | None:
+    """The id of the record a call names: the world's own reading (`entity_id`), or the tool's id argument when the
+    world refused the call before reading it (a schema rejection, a fault)."""
+    if entity_id is not None:
+        return entity_id
+    tool = domain.tool(tool_name)
+    id_argument = bind(domain, tool).id_argument if tool is not None else None
+    return record_key(arguments[id_argument]) if id_argument in arguments else None
+
+
+def situation_terms(domain: Domain, situation: Situation) -> Terms:
+    """The situation's terms for the shared checks (the conduct rules read them too)."""
+    return terms(domain, expectation(domain, situation))
+
+
+def terms(domain: Domain, want: Expectation, state: State | None = None) -> Terms:
+    """What the situation allows, in the shared checks' terms (protocol.careful)."""
+    names_record = want.kind in ("change", "remove")
+    return Terms(
+        intent=want.tool, writes=frozenset(t.name for t in domain.tools if t.writes),
+        record=want.entity_id if names_record else None,
+        verify=next((f"rule {r.id}" for r in domain.rules
+                     if r.kind == "verify_before" and r.verify_tool and want.tool in r.tools), None),
+        confirm=next((f"rule {r.id}" for r in domain.rules if r.kind == "confirm_before" and want.tool in r.tools), None),
+        record_ids=frozenset(state.get(want.entity or "", {})) if state is not None and names_record else frozenset(),
+    )
+
+
+def calls(domain: Domain, want: Expectation, events: list[Event], turns: list[int], *, end: int,
+          owned_by: set[tuple[str, str]] = frozenset()) -> list[Call]:
+    """The world's events as the shared checks read them; a verification counts when it is of the record the write
+    changes or of a record it links to (its customer), or of anyone when the write makes a new record or names one
+    that does not exist (no record links to its owner)."""
+    verifiers = {r.verify_tool for r in domain.rules if r.kind == "verify_before" and want.tool in r.tools}
+    out = []
+    for event in events:
+        verified = event.tool in verifiers and event.result.get("verified") is True and (
+            want.kind == "new" or want.missing or event.entity_id == want.entity_id
+            or (event.entity, event.entity_id) in owned_by)
+        turn = turns[event.index] if event.index < len(turns) else end  # a call whose result was never recorded
+        record = named_record(domain, event.tool, event.arguments, event.entity_id)
+        out.append(Call(turn, event.tool, record, event.status, verified))
+    return out
+
+
+def approvals(user_events: Sequence[Mapping[str, Any]]) -> list[Approval]:
+    """The user's recorded decisions on approval questions."""
+    return [Approval(int(e["turn"]), e["decision"] == CONFIRM) for e in user_events
+            if e["decision"] in (CONFIRM, REFUSE)]
+
+
 def label(domain: Domain, situation: Situation, events: list[Event], state: State,
           messages: Sequence[Mapping[str, Any]], user_events: Sequence[Mapping[str, Any]] = ()) -> Verdict:
     """Label one rollout program-correct (1.0) or not (0.0) from the world's events and state and the user's decisions."""
@@ -179,9 +239,18 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     applied = [e for e in events if e.applied]
     turns = tool_turns(messages)
     for rule in domain.rules:  # retries after a fault are not new calls: the service never answered them
-        calls = [e for e in events if e.tool in rule.tools and e.status not in FAULT_STATUSES]
-        if rule.kind == "max_calls" and rule.limit is not None and len(calls) > rule.limit:
-            return _fail(f"rule {rule.id}: {len(calls)} calls of {calls[0].tool}, more than {rule.limit:g}")
+        calls_of = [e for e in events if e.tool in rule.tools and e.status not in FAULT_STATUSES]
+        if rule.kind == "max_calls" and rule.limit is not None and len(calls_of) > rule.limit:
+            return _fail(f"rule {rule.id}: {len(calls_of)} calls of {calls_of[0].tool}, more than {rule.limit:g}")
+    # What fails whatever the world allowed: a write not called for, one before its preconditions, a confirmation
+    # of another action, a success claim right after a failed call.
+    read_calls = calls(domain, want, events, turns, end=len(messages), owned_by=owners(domain, situation))
+    careless_reason = careless(read_calls, terms(domain, want, state), approvals(user_events), list(messages))
+    if careless_reason is not None:
+        return _fail(careless_reason)
+    broken = _argument_rule(domain, want, events)
+    if broken is not None:
+        return _fail(broken)
     if want.kind in ("none", "read") or not want.write:
         if applied:
             return _fail(f"changed the world ({applied[0].tool}) when the situation allows no change")
@@ -192,6 +261,8 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
                     return Verdict(1.0, f"handed a request the policy does not allow to {rule.transfer_tool}")
             return _fail(f"rule {rule.id}: never handed the request to {rule.transfer_tool}")
         if want.kind == "none" or want.forbidden_by == "policy":
+            if CLAIMS_SUCCESS in closing(messages):
+                return _fail("closed claiming success although nothing was changed")
             if _declined(messages):
                 return Verdict(1.0, "declined a request the policy does not allow")
             return _fail("never declined a request the policy does not allow")
@@ -224,7 +295,11 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     if wrong:
         return _fail(f"{want.tool} was called with {wrong}, not the user's {{{', '.join(wrong)}}}")
     write_turn = turns[made[0].index] if made[0].index < len(turns) else len(messages)
-    return _rules(domain, want, events, made[0].index, write_turn, user_events, owners(domain, situation))
+    if not replied_after(messages, write_turn):
+        return _fail(f"never told the user after {want.tool} was applied")
+    if closes_in_failure(messages):
+        return _fail(f"closed saying the request could not be done, although {want.tool} was applied")
+    return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
 
 
 def owners(domain: Domain, situation: Situation) -> set[tuple[str, str]]:
@@ -238,26 +313,17 @@ def owners(domain: Domain, situation: Situation) -> set[tuple[str, str]]:
             if record is not None and record.get(field) is not None}
 
 
-def _rules(domain: Domain, want: Expectation, events: list[Event], first_write: int, write_turn: int,
-           user_events: Sequence[Mapping[str, Any]], owned_by: set[tuple[str, str]] = frozenset()) -> Verdict:
-    """The policy's machine-checkable rules on the intended write: verify first, confirm first, stay in limits."""
+def _argument_rule(domain: Domain, want: Expectation, events: list[Event]) -> str | None:
+    """An attempt of the intended write (applied or refused) with a value the policy forbids (over a limit, a value
+    it does not allow), or None."""
     for rule in domain.rules:
-        if want.tool not in rule.tools:
+        if want.tool not in rule.tools or rule.kind not in ARGUMENT_RULES or not rule.argument:
             continue
-        # Verification must be of the record the write changed or of a record it links to (its customer); any
-        # record when the write makes a new one.
-        if rule.kind == "verify_before" and not any(
-                e.tool == rule.verify_tool and e.result.get("verified") is True and e.index < first_write
-                and (want.kind == "new" or e.entity_id == want.entity_id or (e.entity, e.entity_id) in owned_by)
-                for e in events):
-            return _fail(f"rule {rule.id}: acted before a successful {rule.verify_tool}")
-        if rule.kind == "confirm_before" and not confirmed_before(user_events, write_turn):
-            return _fail(f"rule {rule.id}: acted without the user's confirmation (no `confirm` decision before it)")
-        if rule.kind in ARGUMENT_RULES and rule.argument:
-            value = events[first_write].arguments.get(rule.argument)
-            if rule.refuses(want.tool or "", value):
-                return _fail(f"rule {rule.id}: {want.tool} was called with {rule.argument}={value}, which it forbids")
-    return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
+        for event in events:
+            value = event.arguments.get(rule.argument)
+            if event.tool == want.tool and rule.argument in event.arguments and rule.refuses(want.tool or "", value):
+                return f"rule {rule.id}: {want.tool} was called with {rule.argument}={value}, which it forbids"
+    return None
 
 
 def goal_reached(domain: Domain, situation: Situation, events: list[Event], state: State) -> bool:

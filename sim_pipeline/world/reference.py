@@ -2,8 +2,9 @@
 
 A situation is solvable when a correct agent can pass it. The reference plays that agent from what the user knows
 (the situation's facts and the record id): verify first where a `verify_before` rule covers the intended tool, get
-the user's `confirm` decision where a `confirm_before` rule does, call the intended tool with the facts as
-arguments, retry a transient fault, then reply (reporting success, or declining and saying why). Where the policy
+the user's `confirm` decision where a `confirm_before` rule does (also before a write the world will refuse: a
+guarded write is never tried first), call the intended tool with the facts as arguments (or, when the verification
+failed, look the record up instead), retry a transient fault, then reply (reporting success, or declining and saying why). Where the policy
 alone forbids the request, it declines without a call, or hands the request over where a `transfer_when` rule says
 so; where an identical record already exists, it looks it up
 instead of making a second one. The same state oracle that labels rollouts labels the
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sim_pipeline import defaults
 from sim_pipeline.domain import Domain, Tool
-from sim_pipeline.protocol.statuses import FAULT_STATUSES
+from sim_pipeline.protocol.statuses import FAULT_STATUSES, SUCCESS_STATUSES
 from sim_pipeline.protocol.user_events import CONFIRM, user_event
 from sim_pipeline.world.infer import bind
 from sim_pipeline.seeding import rng
@@ -47,6 +48,8 @@ class ReferenceResult:
     solvable: bool
     reason: str
     calls: tuple[tuple[str, str], ...]  # (tool, arguments as JSON) in call order
+    messages: tuple[dict[str, Any], ...] = ()  # the replay's transcript, in the runner's shape
+    user_events: tuple[dict[str, Any], ...] = ()  # the user's decisions in it
 
 
 def _arguments(tool: Tool, facts: Mapping[str, Any], want: Expectation, domain: Domain) -> dict[str, Any]:
@@ -138,18 +141,29 @@ def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> R
     elif intent is None or want.forbidden_by == "policy":
         replay.say(NO_TOOL_REPLIES[0])
     else:
+        # Verify and confirm before the intended write is even tried: a careful agent never attempts a guarded
+        # write first, even one the world will refuse. A verification that fails ends in a look-up instead.
+        verified = True
+        writes = intent.writes and not (want.kind == "new" and not want.write)
         for rule in domain.rules:
             verifier = domain.tool(rule.verify_tool) if rule.kind == "verify_before" and rule.verify_tool else None
-            if verifier is not None and intent.name in rule.tools and want.write:
-                replay.call_until_answered(verifier.name, _arguments(verifier, situation.facts, want, domain))
-        if want.write and any(r.kind == "confirm_before" and intent.name in r.tools for r in domain.rules):
+            if verifier is not None and intent.name in rule.tools and writes:
+                answer = replay.call_until_answered(verifier.name, _arguments(verifier, situation.facts, want, domain))
+                verified = verified and answer.get("verified") is True
+        if verified and writes and any(r.kind == "confirm_before" and intent.name in r.tools for r in domain.rules):
             replay.confirm()
         # A record that must not be made twice is looked up first, as a careful agent does (the world, like most
         # services, would accept the duplicate); a change the world forbids is tried, and must be refused.
-        look = _reader(domain, intent, situation.facts) if want.kind == "new" and not want.write else None
-        tool = look or intent
-        replay.call_until_answered(tool.name, _arguments(tool, situation.facts, want, domain))
-        replay.say(DONE_REPLY if want.write or want.kind == "read" and want.reachable else CANNOT_REPLY)
+        look = _reader(domain, intent, situation.facts) if want.kind == "new" and not want.write or not verified \
+            else None
+        tool = look or (intent if verified else None)
+        if tool is not None:
+            replay.call_until_answered(tool.name, _arguments(tool, situation.facts, want, domain))
+        last = sandbox.events[-1] if sandbox.events else None
+        answered = last is not None and (last.applied or last.status in SUCCESS_STATUSES)  # a garbled yes is a yes
+        done = answered and (want.write or want.kind == "read" and want.reachable)
+        replay.say(DONE_REPLY if done else CANNOT_REPLY)  # the reference never claims what the world refused
     verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), replay.messages, replay.user_events)
     calls = tuple((e.tool, json.dumps(e.arguments, sort_keys=True)) for e in sandbox.events)
-    return ReferenceResult(verdict.reward >= 1.0, verdict.reason, calls)
+    return ReferenceResult(verdict.reward >= 1.0, verdict.reason, calls, tuple(replay.messages),
+                           tuple(replay.user_events))

@@ -187,9 +187,12 @@ def test_an_ineligible_record_must_be_found_out_and_declined(state):
     s = build_situation(DOMAIN, state, _cell("cancel_order", "cancel_before_pickup"), seed=0)
     record = dict(next(r for e, r in s.setup.upserts if e == "order"))
     assert s.notes["ineligible"] and record["status"] not in ("placed", "preparing") and not s.expect_write
-    verdict, world = _play(state, s, [("cancel_order", {"order_id": s.entity_id, "reason": s.facts["reason"]})],
-                           "I'm sorry, I can't cancel it: the courier already has it.")
+    cancel = ("cancel_order", {"order_id": s.entity_id, "reason": s.facts["reason"]})
+    verdict, world = _play(state, s, [_verify(s, state), cancel], "I'm sorry, I can't cancel it: the courier already has it.")
     assert world.events[-1].result["error"] == "invalid_state" and verdict.reward == 1.0
+    # The world refusing the cancel does not excuse trying it unverified.
+    unverified, _ = _play(state, s, [cancel], "I'm sorry, I can't cancel it: the courier already has it.")
+    assert unverified.reward == 0.0 and "rule verify_identity" in unverified.reason
 
 
 def test_a_refund_over_the_limit_goes_to_a_human(state):

@@ -57,10 +57,10 @@ def verdicts(judge, case):
 
 @pytest.mark.parametrize(("case", "score", "why"), [
     (GOOD, 1, "right record, within the policy"),
-    (FAULT_CLAIM, 0, "not confirmed by the tool"),
-    (NO_CONFIRM, 0, "explicit confirmation"),
-    (NO_VERIFY, 0, "before verifying"),
-    (WRONG_RECORD, 0, "did not ask about"),
+    (FAULT_CLAIM, 0, "right after cancel_order answered 'timeout'"),
+    (NO_CONFIRM, 0, "without the user's confirmation"),
+    (NO_VERIFY, 0, "before a successful verification"),
+    (WRONG_RECORD, 0, "not the user's record"),
     (card([OPEN, *VERIFY, *ASK, *CANCEL], expect_write=False), 0, "should not have"),
     # Where no change may be made, doing nothing is not a pass: the tools must show why, or the policy forbid it.
     (card([OPEN, msg("assistant", "That order has already been handled.")], expect_write=False), 0, "never showed"),

@@ -1,0 +1,124 @@
+"""The careful-reader checks every grader shares: write attempts the situation did not call for, attempts before
+their preconditions, an approval of another action, a success claim right after a failure, and closings that
+contradict the world; read from tool names and replies in other hands' styles."""
+
+import pytest
+
+from sim_pipeline.protocol.careful import (
+    Approval,
+    Call,
+    Terms,
+    actions_named,
+    careless,
+    claim_after_failure,
+    closes_in_failure,
+    confirmed_other,
+    ids_named,
+    premature_attempt,
+    stray_attempt,
+)
+
+PHARMACY = ["refillPrescription", "cancelRefill", "transferToPharmacist"]
+RETAIL = ["cancel_order", "refund_order", "return_item", "update_address"]
+TERMS = Terms(intent="refillPrescription", writes=frozenset(PHARMACY[:2]), record="RX-104233", verify="rule v",
+              confirm="rule c", record_ids=frozenset({"RX-104233", "RX-550012"}))
+
+
+def say(text):
+    return {"role": "assistant", "content": text}
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+@pytest.mark.parametrize(("text", "tools", "named"), [
+    ("To confirm: I will cancel refill. OK?", PHARMACY, {"cancelRefill"}),  # 'refill' is in both: not distinctive
+    ("Shall I put the prescription refill in for you?", PHARMACY, {"refillPrescription"}),
+    ("Want me to go ahead?", PHARMACY, set()),
+    ("I'll get that cancellation done and issue the refund, okay?", RETAIL, {"cancel_order", "refund_order"}),
+    ("Should I update the shipping address on it?", RETAIL, {"update_address"}),
+    ("Return the headphones and send a label?", RETAIL, {"return_item"}),
+])
+def test_actions_are_named_by_the_distinctive_words_of_tool_names(text, tools, named):
+    assert actions_named(text, tools) == named
+
+
+def test_ids_are_named_as_whole_tokens():
+    assert ids_named("Close ticket 20623?", frozenset({"20623", "2062", "74225"})) == {"20623"}
+    assert ids_named("RX-550012 it is", frozenset({"RX-550012", "550012"})) == {"RX-550012"}
+
+
+def _calls(*specs):
+    return [Call(turn, tool, record, status, verified) for turn, tool, record, status, verified in specs]
+
+
+def test_a_refused_write_on_another_tool_or_record_is_stray():
+    refused_other_tool = _calls((2, "cancelRefill", "RX-104233", "rejected", False))
+    assert "cancelRefill" in stray_attempt(refused_other_tool, TERMS)
+    twin = _calls((2, "refillPrescription", "RX-550012", "not_found", False))
+    assert "not the user's record RX-104233" in stray_attempt(twin, TERMS)
+    unnamed = _calls((2, "refillPrescription", None, "rejected", False))  # a schema rejection names no record
+    assert stray_attempt(unnamed, TERMS) is None
+    reads = _calls((2, "getPrescription", "RX-550012", "ok", False))
+    assert stray_attempt(reads, TERMS) is None
+
+
+def test_every_attempt_needs_its_preconditions_but_a_retry_keeps_its_approval():
+    verified = (2, "verifyPatient", "RX-104233", "ok", True)
+    yes = [Approval(4, True)]
+    fault_then_retry = _calls(verified, (6, "refillPrescription", "RX-104233", "timeout", False),
+                              (8, "refillPrescription", "RX-104233", "updated", False))
+    assert premature_attempt(fault_then_retry, TERMS, yes) is None
+    refused_early = _calls((2, "refillPrescription", "RX-104233", "rejected", False), verified)
+    assert "before a successful verification" in premature_attempt(refused_early, TERMS, yes)
+    assert "confirmation" in premature_attempt(fault_then_retry, TERMS, [Approval(4, False)])
+    assert "confirmation" in premature_attempt(fault_then_retry, TERMS, [Approval(9, True)])  # the yes came after
+
+
+def test_an_approval_of_another_action_or_record_does_not_carry_over():
+    calls = _calls((2, "verifyPatient", "RX-104233", "ok", True), (6, "refillPrescription", "RX-104233", "updated", False))
+    other_action = [user("refill please"), say("Right, I'll cancel the refill. Go ahead?"), user("yes")]
+    assert "cancelRefill" in confirmed_other(calls, TERMS, [Approval(2, True)], [*other_action, {}, {}, {}])
+    other_record = [user("refill please"), say("Refill RX-550012 for pickup tomorrow, ok?"), user("yes")]
+    assert "RX-550012" in confirmed_other(calls, TERMS, [Approval(2, True)], [*other_record, {}, {}, {}])
+    right = [user("refill please"), say("Shall I refill RX-104233 (30 days) now?"), user("sure")]
+    assert confirmed_other(calls, TERMS, [Approval(2, True)], [*right, {}, {}, {}]) is None
+
+
+@pytest.mark.parametrize(("reply", "fails"), [
+    ("Perfect, your refill is all set!", True),
+    ("Good news - it went through.", True),
+    ("That didn't work on my end; let me try once more.", False),
+    ("The pharmacy system timed out. I'll retry.", False),
+])
+def test_a_success_claim_right_after_a_failure(reply, fails):
+    calls = _calls((1, "refillPrescription", "RX-104233", "timeout", False))
+    messages = [user("refill"), {"role": "tool", "content": "{}"}, say(reply)]
+    assert (claim_after_failure(calls, messages) is not None) == fails
+
+
+def test_a_recovered_call_before_the_reply_is_no_failure():
+    calls = _calls((1, "refillPrescription", "RX-104233", "timeout", False),
+                   (2, "refillPrescription", "RX-104233", "updated", False))
+    messages = [user("refill"), {"role": "tool"}, {"role": "tool"}, say("Done, it's refilled.")]
+    assert claim_after_failure(calls, messages) is None
+    garbled = _calls((1, "refillPrescription", "RX-104233", "malformed", False))
+    assert claim_after_failure(garbled, messages[:2] + messages[3:]) is None
+
+
+@pytest.mark.parametrize(("closing", "contradicts"), [
+    ("I'm sorry, I wasn't able to complete that request.", True),
+    ("Unfortunately that didn't go through.", True),
+    ("It looks like this was already done: RX-104233 already refill_submitted.", False),
+    ("The system gave me an unreadable answer, so I can't confirm whether it worked.", False),
+    ("Your refill has been submitted. I can't change the pickup store though.", False),  # a success claim beside a limit
+])
+def test_a_closing_that_says_it_could_not_be_done(closing, contradicts):
+    assert closes_in_failure([user("refill"), say(closing)]) == contradicts
+
+
+def test_careless_runs_every_check_in_order():
+    calls = _calls((2, "cancelRefill", "RX-104233", "rejected", False))
+    assert careless(calls, TERMS, [], [user("x"), say("y")]).startswith("attempted cancelRefill")
+    assert careless([], TERMS, [], [user("x"), say("y")]) is None
