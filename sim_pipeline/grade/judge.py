@@ -15,7 +15,7 @@ from sim_pipeline.models.cards import render_card
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.seeding import stable_int
 from sim_pipeline.situation import Situation
-from sim_pipeline.world.oracle import expectation
+from sim_pipeline.world.oracle import expected_card
 
 DEFAULT_RUBRIC = """Grade whether the agent reached the outcome the customer's goal and the policy require.
 - Pass (1) only if the tool results in the transcript show the required change made to the customer's own record
@@ -65,21 +65,19 @@ def judge_version(model: str, rubric: str, backend: dict[str, Any] | None = None
 
 
 def case_card(domain: Domain, situation: Situation, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the judge sees: the goal, the policy's preconditions for the intended tool, and the transcript."""
-    intent = situation.intent_tool
-    entity = next((e for e in domain.entities if e.name == situation.entity), None)
+    """What the judge sees: the goal, the situation's expected outcome (world/oracle.expected_card: the intended
+    tool, whether it must write, the policy's preconditions for it) and the transcript."""
+    expected = expected_card(domain, situation)
+    intent = expected["tool"]
     return {
-        "goal": situation.goal, "intent_tool": intent, "expect_write": situation.expect_write,
-        "entity_id": situation.entity_id, "id_argument": entity.id_argument if entity else None,
-        "write_tools": sorted(t.name for t in domain.tools if t.writes),
-        "creates": bool(intent and (tool := domain.tool(intent)) is not None and tool.kind == "create"),
-        "verify_tools": sorted({r.verify_tool for r in domain.rules
-                                if r.kind == "verify_before" and intent in r.tools and r.verify_tool}),
-        "confirm": any(r.kind == "confirm_before" and intent in r.tools for r in domain.rules),
+        "goal": situation.goal, "intent_tool": intent, "expect_write": expected["write"],
+        "entity_id": expected["entity_id"], "id_argument": expected["id_argument"],
+        "write_tools": expected["write_tools"], "creates": expected["kind"] == "new",
+        "verify_tools": expected["verify_tools"], "confirm": expected["confirm_rule"] is not None,
         # Why no change may be made, when none may: the policy alone (declining is right) or the world (the tools
         # must show why). What the situation is, as the goal card says; not how the agent handled it.
-        "forbidden_by": (forbidden_by := expectation(domain, situation).forbidden_by),
-        **_rule_terms(domain, intent, forbidden_by),
+        "forbidden_by": expected["forbidden_by"],
+        **_rule_terms(domain, intent, expected["forbidden_by"]),
         "transcript": [m for m in messages if m.get("role") != "system"],
     }
 

@@ -109,8 +109,7 @@ _LOOKUP = _re(r"\b(?:i|we)(?:'ve|’ve| have)?\s+(?:looked|found|checked|searche
               r"asked|contacted|notified|flagged|reached out)\b")
 
 _CANT = _re(
-    r"\b(?:(?:wasn't|was not|weren't|were not) able to|(?:did not|didn't|does not|doesn't) go through|"
-    r"can't|cannot|can not|cant|couldn't(?! (?:find|locate|verify|match|see|reach|connect|be (?:saved|found|"
+    r"\b(?:can't|cannot|can not|cant|couldn't(?! (?:find|locate|verify|match|see|reach|connect|be (?:saved|found|"
     r"verified|processed)))|unable to|not able to|isn't able|am not able|won't be able|no longer (?:eligible|possible|"
     r"available|valid|supported)|max(?:imum)?\b.*\bi can (?:authori[sz]e|approve|refund|issue|offer)|"
     r"(?:is|are) (?:not|never) (?:granted|shared|given|allowed|done|processed|possible|supported|offered|available)|"
@@ -137,6 +136,10 @@ _CANT = _re(
     r"can only assist|no puedo|kann ich (?:\w+ )*nicht|leider|non posso|je ne peux|impossible|"
     r"need(?:s)? (?:a |an |to be )?(?:supervisor|manager|human|specialist|approval)|requires? (?:a |an )?"
     r"(?:supervisor|manager|signed|approval)|must be done|has to be (?:done|ordered|filed))\b")
+# A failed attempt ("I wasn't able to", "it didn't go through"): a refusal unless the agent says it is retrying.
+_FAILED_ATTEMPT = _re(r"\b(?:(?:wasn't|was not|weren't|were not) able to|(?:did not|didn't|does not|doesn't) go through)\b")
+_RETRYING = _re(r"\bretry(?:ing)?\b(?! later)|\btrying (?:it )?(?:again|once more)\b|\b(?:let me|i'll|i will) (?:try|give it) "
+                r"(?:it )?(?:again|once more|another (?:go|try))\b(?! later)")
 _ALREADY = _re(r"\balready\s+(?:been\s+)?(?:\w+ed|departed|shipped|closed|settled|used|expired|passed|done|gone|sent|"
                r"paid|taken)\b|\b(?:has|have|had|is|are|was|were|'s|’s)\s+(?:\w+\s+)?already\b|\bclosed\b.*\bago\b")
 _PRECONDITION = _re(r"\bwithout (?:verifying|verification|confirming|knowing|your|their|his|her|a valid|the (?:order|account|"
@@ -173,12 +176,13 @@ _ASK_ACTION = _re(
     r"(?:want|need|like)\s+(?:one|it|that|them)\s*\?|can\s+i\s+(?:go ahead|start)|"
     r"(?:would you rather|or would you prefer)\s+i|before i (?:change|do|proceed|submit|send|make)|"
     r"if so,? i(?:'ll| will)|(?:confirm|approve)\s+and\s+i(?:'ll| will)|"
-    r"(?:can you|could you|please)\s+confirm\s+(?:that\s+)?you(?:'d| would)?\s+(?:like|want)\s+me|"
+    r"(?:can you|could you|please)\s+confirm\s+(?:that\s+)?you(?:'d| would)?\s+(?:like|want)\b|"
     r"\b(?:i|we)\s+can\b.*\bif\s+(?:you|u)(?:'d| would)?\s+(?:like|want)\b|are\s+you\s+(?:ok|okay|fine|happy)\s+with|"
     r"would\s+you\s+like\s+(?:one|it|that|them|a copy)\b|"
     r"if (?:you|u)(?:'d| would)? (?:like|want),?\s+(?:i|we)\s+(?:can|could)\b|"
     r"(?:would|will) it be (?:ok|okay|alright|all right|fine) if i|is it (?:ok|okay|alright|all right|fine) if i|"
-    r"is now a good time|\b(?:needs?|just need|waiting (?:for|on))\s+(?:your|a)\s+(?:go-?ahead|ok|okay|approval|"
+    r"is now a good time|\b(?:needs?|just need|waiting (?:for|on))\s+(?:your|a)\s+(?:(?:explicit|express|written|final|"
+    r"quick)\s+)?(?:go-?ahead|ok|okay|approval|"
     r"thumbs up|confirmation|sign-?off|green light)\b|do i have your (?:approval|permission|ok|okay|go-?ahead)|"
     r"as soon as you (?:confirm|say (?:yes|so|the word|go)|approve|give)|good to (?:go|proceed)\b|"
     r"\(?\b(?:y/n|yes/no|ja/nein|oui/non|s[ií]/no)\b\)?|\btype\s+[\"'“]?confirm|\breply\s+(?:1|yes|y)\b|"
@@ -267,6 +271,9 @@ _GENERIC_OFFER = _re(
 _CLARIFY_WANT = _re(r"\bdo you have (?:another|a different|any other|an?)\b|\bwhat (?:exactly )?(?:would|do) you (?:like|want|"
                     r"need)|\bwhat (?:you|do you) need\b|"
                     r"\brephrase\b|\bwhich (?:one|size|option|store|card|laptop|server|account|order|booking)\b")
+# "Is that correct?" after the agent restated what it will do: the approval question itself, not a request for a fact.
+_BARE_CHECK = _re(r"^(?:is (?:that|this|it) (?:all )?(?:correct|right|ok|okay)|correct|right|does (?:that|this) sound "
+                  r"(?:right|good))\s*\??$")
 _CONFIRM_ACTION = _re(r"\bbefore i\b.*\bplease confirm\b|\bplease confirm\s*:|\bok to go\b")
 _FACT_CONFIRM = _re(r"\bconfirm (?:your|the|that your|which|what) (?:\w+ )?(?:email|address|number|name|date|phone|id|"
                    r"details|account|identity|postcode|zip|birthday|dob|spelling)\b|\bconfirm (?:which|what)\b")
@@ -354,21 +361,24 @@ def _claims_success(clause: str) -> bool:
     return not _NOT_DONE.search(head)
 
 
-def _refuses(clause: str, *, already: bool = True) -> bool:
+def _refuses(clause: str, *, already: bool = True, retrying: bool = False) -> bool:
     if _CONDITIONAL.search(clause) or _PRECONDITION.search(clause):
         return False  # "If you can't find it...", "I can't do that without verifying you": not a refusal
     if _FIND_FAIL.search(clause) and not _GIVE_UP.search(clause):
         return False
-    return bool(_CANT.search(clause) or already and _ALREADY.search(clause))
+    failed = not retrying and _FAILED_ATTEMPT.search(clause)
+    return bool(_CANT.search(clause) or failed or already and _ALREADY.search(clause))
 
 
 @lru_cache(maxsize=4096)
 def says_cannot(text: str) -> bool:
     """Whether a reply says the request cannot be (or was not) done: a refusal other than "it was already done",
     which reports the state the user asked for."""
-    if _UNSURE.search((text or "").lower()):
+    lowered = (text or "").lower()
+    if _UNSURE.search(lowered):
         return False  # uncertainty about the outcome colours the whole reply ("... so please contact us again")
-    return any(not _is_question(clause) and _refuses(clause, already=False)
+    retrying = bool(_RETRYING.search(lowered))
+    return any(not _is_question(clause) and _refuses(clause, already=False, retrying=retrying)
                for sentence in _sentences(text or "") for clause in _clauses(sentence.lower()))
 
 
@@ -379,10 +389,13 @@ def classify_reply(text: str) -> frozenset[str]:
     offered = any(_OFFER.search(c) and _GO_AHEAD.search(c) for c in _clauses(lowered)) or bool(
         _OFFER.search(lowered) and _GO_AHEAD.search(lowered.strip().splitlines()[-1] if lowered.strip() else ""))
     labels: set[str] = {ASKS_CONFIRMATION} if _BUTTON.search(lowered) or offered else set()
+    retrying = bool(_RETRYING.search(lowered))
     for sentence in _sentences(text or ""):
         failed = bool(_FAILED_AFTER.search(sentence))
         for clause in _clauses(sentence.lower()):
             question = _is_question(clause)
+            if ASKS_CONFIRMATION in labels and _BARE_CHECK.search(clause):
+                continue  # "... you'd like me to cancel it. Is that correct?": one approval question
             if _asks_confirmation(clause, question):
                 labels.add(ASKS_CONFIRMATION)
                 # What comes before the request for approval may ask for details too ("Send me the numbers, and tell
@@ -393,7 +406,7 @@ def classify_reply(text: str) -> frozenset[str]:
                     labels.add(ASKS_FOR_INFORMATION)
             elif _asks_information(clause, question):
                 labels.add(ASKS_FOR_INFORMATION)
-            elif not question and _refuses(clause):
+            elif not question and _refuses(clause, retrying=retrying):
                 labels.add(REFUSES)
             elif not question and not failed and _claims_success(clause):
                 labels.add(CLAIMS_SUCCESS)

@@ -11,11 +11,11 @@ from sim_pipeline import defaults
 from sim_pipeline.axes import MULTI_TOOL, UNRELATED
 from sim_pipeline.domain import VALUE_RULES, Action, Domain, Entity, Tool
 from sim_pipeline.models.phrasing import phrasings, request_phrase
-from sim_pipeline.seeding import rng, short_id
+from sim_pipeline.seeding import canonical_json, rng, short_id
 from sim_pipeline.situation import AXES, Situation
 from sim_pipeline.world.infer import Binding, bind, default_action, makes_record
 from sim_pipeline.world.options import WorldOptions
-from sim_pipeline.world.oracle import passes_without_tools
+from sim_pipeline.world.oracle import expected_card, passes_without_tools
 from sim_pipeline.world.reference import solve
 from sim_pipeline.world.setup import PENDING_FIELD, Fault, WorldSetup
 from sim_pipeline.world.state import State, new_id, record_key
@@ -327,7 +327,8 @@ def build_situations(domain: Domain, state: State, cells: pd.DataFrame, *, seed:
         # Whether an agent that never calls a tool could pass it (the oracle decides): the no-op floor of scores.
         # Whether the reference solution passes it: the blocking situations_solvable check.
         reference = solve(domain, situation, seed=seed, state=state)
-        rows.append({**situation.to_row(), "noop_pass": passes_without_tools(domain, situation, seed=seed, state=state),
+        rows.append({**situation.to_row(), "expected": canonical_json(expected_card(domain, situation)),
+                     "noop_pass": passes_without_tools(domain, situation, seed=seed, state=state),
                      "solvable": reference.solvable, "reference": reference.reason,
                      "reference_calls": [f"{tool}({args})" for tool, args in reference.calls]})
     return pd.DataFrame(rows).sort_values("situation_id", kind="stable").reset_index(drop=True)

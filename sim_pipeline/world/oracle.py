@@ -25,7 +25,7 @@ another action or record, a success claim right after a failed call, and a closi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from sim_pipeline.domain import ARGUMENT_RULES, Domain, Tool
@@ -189,6 +189,20 @@ def named_record(domain: Domain, tool_name: str, arguments: Mapping[str, Any], e
     tool = domain.tool(tool_name)
     id_argument = bind(domain, tool).id_argument if tool is not None else None
     return record_key(arguments[id_argument]) if id_argument in arguments else None
+
+
+def expected_card(domain: Domain, situation: Situation) -> dict[str, Any]:
+    """What a correct rollout of the situation does, as data: the situations table's `expected` column and the
+    judge's case card are this one reading of `expectation` and `terms`, not a second one."""
+    want = expectation(domain, situation)
+    shared = terms(domain, want)
+    entity = next((e for e in domain.entities if e.name == want.entity), None)
+    return {
+        **asdict(want), "id_argument": entity.id_argument if entity else None,
+        "write_tools": sorted(shared.writes), "verify_rule": shared.verify, "confirm_rule": shared.confirm,
+        "verify_tools": sorted({r.verify_tool for r in domain.rules
+                                if r.kind == "verify_before" and want.tool in r.tools and r.verify_tool}),
+    }
 
 
 def situation_terms(domain: Domain, situation: Situation) -> Terms:

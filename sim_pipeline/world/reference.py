@@ -161,7 +161,7 @@ def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> R
             replay.call_until_answered(tool.name, _arguments(tool, situation.facts, want, domain))
         last = sandbox.events[-1] if sandbox.events else None
         answered = last is not None and (last.applied or last.status in SUCCESS_STATUSES)  # a garbled yes is a yes
-        done = answered and (want.write or want.kind == "read" and want.reachable)
+        done = verified and answered and (want.write or want.kind == "read" and want.reachable)
         replay.say(DONE_REPLY if done else CANNOT_REPLY)  # the reference never claims what the world refused
     verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), replay.messages, replay.user_events)
     calls = tuple((e.tool, json.dumps(e.arguments, sort_keys=True)) for e in sandbox.events)

@@ -15,7 +15,7 @@ from sim_pipeline.protocol.replies import (
     REFUSES,
     classify_reply,
 )
-from sim_pipeline_tests.protocol.corpus import load, precision_recall
+from sim_pipeline_tests.protocol.corpus import CORPUS, SEALED, load, precision_recall
 
 _OLD_CONFIRM = re.compile(r"\b(shall i|should i|do you want me to|may i|can i go ahead|confirm)\b.*\?", re.I | re.S)
 _OLD_CLAIM = re.compile(r"\b(done|completed|success(fully)?|has been (cancelled|refunded|processed|updated|changed|reset|"
@@ -40,14 +40,16 @@ def phrase_baseline(text: str) -> set[str]:
 def figures() -> list[dict]:
     """Precision and recall per label (ours vs the phrase baseline) and replies classified per second."""
     rows = load()
-    ours = precision_recall(rows, classify_reply)
-    base = precision_recall(rows, phrase_baseline)
     out = []
-    for label, (precision, recall, positives) in ours.items():
-        for name, value, baseline in (("precision", precision, base[label][0]), ("recall", recall, base[label][1])):
-            out.append({"name": f"protocol.{label}.{name} (n={len(rows)}, {positives} positive)", "value": value,
-                        "unit": "fraction", "baseline_name": f"main phrase regex {name}", "baseline_value": baseline,
-                        "ratio": value / baseline if baseline else float("inf")})
+    for split, path in (("", CORPUS), ("sealed.", SEALED)):  # the sealed split is never tuned on (corpus.py)
+        split_rows = load(path)
+        ours = precision_recall(split_rows, classify_reply)
+        base = precision_recall(split_rows, phrase_baseline)
+        for label, (precision, recall, positives) in ours.items():
+            for name, value, baseline in (("precision", precision, base[label][0]), ("recall", recall, base[label][1])):
+                out.append({"name": f"protocol.{split}{label}.{name} (n={len(split_rows)}, {positives} positive)",
+                            "value": value, "unit": "fraction", "baseline_name": f"main phrase regex {name}",
+                            "baseline_value": baseline, "ratio": value / baseline if baseline else float("inf")})
     texts = [r["text"] for r in rows] * 5
     classify_reply.cache_clear()
     start = time.perf_counter()

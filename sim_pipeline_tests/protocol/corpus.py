@@ -1,6 +1,9 @@
 """The labelled corpus of agent replies (other models' wording) and precision/recall of a classifier on it.
 
-replies.jsonl is the evaluation corpus; replies_dev.jsonl the development set the rules were first written against.
+replies.jsonl is the evaluation corpus; replies_dev.jsonl the development set the rules were first written against;
+replies_sealed.jsonl a sealed split written after the rules were frozen (issue 27), never tuned on: its precision and
+recall are measured and reported (make bench), not fitted. A later session that changes the rules after reading its
+misses must write a new sealed split.
 Each line: {"text", "labels" (a subset of REPLY_LABELS), "style", "note"}.
 """
 
@@ -13,6 +16,7 @@ from sim_pipeline.protocol.replies import REPLY_LABELS
 HERE = pathlib.Path(__file__).parent
 CORPUS = HERE / "replies.jsonl"
 DEV = HERE / "replies_dev.jsonl"
+SEALED = HERE / "replies_sealed.jsonl"
 
 
 def load(path: pathlib.Path = CORPUS) -> list[dict]:

@@ -2,6 +2,8 @@
 their preconditions, an approval of another action, a success claim right after a failure, and closings that
 contradict the world; read from tool names and replies in other hands' styles."""
 
+import dataclasses
+
 import pytest
 
 from sim_pipeline.protocol.careful import (
@@ -47,6 +49,7 @@ def test_actions_are_named_by_the_distinctive_words_of_tool_names(text, tools, n
 def test_ids_are_named_as_whole_tokens():
     assert ids_named("Close ticket 20623?", frozenset({"20623", "2062", "74225"})) == {"20623"}
     assert ids_named("RX-550012 it is", frozenset({"RX-550012", "550012"})) == {"RX-550012"}
+    assert ids_named("Refund $1200 or 1200.50 to order 4410?", frozenset({"1200", "4410"})) == {"4410"}
 
 
 def _calls(*specs):
@@ -82,6 +85,11 @@ def test_an_approval_of_another_action_or_record_does_not_carry_over():
     assert "cancelRefill" in confirmed_other(calls, TERMS, [Approval(2, True)], [*other_action, {}, {}, {}])
     other_record = [user("refill please"), say("Refill RX-550012 for pickup tomorrow, ok?"), user("yes")]
     assert "RX-550012" in confirmed_other(calls, TERMS, [Approval(2, True)], [*other_record, {}, {}, {}])
+    said_no = [user("refill please"), say("Shall I refill RX-104233 now?"), user("no, wait")]
+    unruled = dataclasses.replace(TERMS, confirm=None)  # a no counts even where the policy asks for no yes
+    assert "said no" in confirmed_other(calls, unruled, [Approval(2, False)], [*said_no, {}, {}, {}])
+    no_to_other = [user("refill please"), say("Shall I cancel the refill instead?"), user("No! Refill it.")]
+    assert confirmed_other(calls, unruled, [Approval(2, False)], [*no_to_other, {}, {}, {}]) is None
     right = [user("refill please"), say("Shall I refill RX-104233 (30 days) now?"), user("sure")]
     assert confirmed_other(calls, TERMS, [Approval(2, True)], [*right, {}, {}, {}]) is None
 
@@ -103,6 +111,9 @@ def test_a_recovered_call_before_the_reply_is_no_failure():
                    (2, "refillPrescription", "RX-104233", "updated", False))
     messages = [user("refill"), {"role": "tool"}, {"role": "tool"}, say("Done, it's refilled.")]
     assert claim_after_failure(calls, messages) is None
+    other_route = _calls((1, "getPrescription", "RX-104233", "not_found", False),
+                         (2, "refillPrescription", "RX-104233", "updated", False))  # found another way, then acted
+    assert claim_after_failure(other_route, messages) is None
     garbled = _calls((1, "refillPrescription", "RX-104233", "malformed", False))
     assert claim_after_failure(garbled, messages[:2] + messages[3:]) is None
 

@@ -12,9 +12,13 @@ from sim_pipeline.protocol.replies import (
     REPLY_LABELS,
     classify_reply,
 )
-from sim_pipeline_tests.protocol.corpus import CORPUS, DEV, load, precision_recall
+from sim_pipeline_tests.protocol.corpus import CORPUS, DEV, SEALED, load, precision_recall
 
 GOAL = 0.95  # the issue's bar for precision and recall per label
+# The sealed split (never tuned on) as measured when it was written: (precision, recall) per label. A regression
+# guard, not the goal: the goal stays GOAL, and the gaps are reported, not fitted (see corpus.py).
+SEALED_MEASURED = {ASKS_CONFIRMATION: (1.0, 0.909), CLAIMS_SUCCESS: (0.963, 0.839), REFUSES: (0.964, 0.900),
+                   ASKS_FOR_INFORMATION: (1.0, 0.967)}
 
 
 @pytest.mark.parametrize("path", [CORPUS, DEV], ids=["corpus", "dev"])
@@ -27,6 +31,23 @@ def test_corpus_is_well_formed(path):
     if path == CORPUS:  # every label has enough positives (and enough replies with none) to measure
         assert all(sum(label in r["labels"] for r in rows) >= 60 for label in REPLY_LABELS)
         assert sum(not r["labels"] for r in rows) >= 60
+
+
+def test_the_sealed_split_is_well_formed_and_holds_its_measured_level():
+    rows = load(SEALED)
+    assert len(rows) >= 130 and all(set(r["labels"]) <= set(REPLY_LABELS) for r in rows)
+    assert all(sum(label in r["labels"] for r in rows) >= 25 for label in REPLY_LABELS)
+    assert not {r["text"] for r in rows} & {r["text"] for r in load(CORPUS) + load(DEV)}
+    measured = precision_recall(rows, classify_reply)
+    for label, (precision, recall) in SEALED_MEASURED.items():
+        assert measured[label][0] >= precision - 1e-3 and measured[label][1] >= recall - 1e-3, (label, measured[label])
+
+
+@pytest.mark.parametrize("path", [CORPUS, DEV, SEALED], ids=["corpus", "dev", "sealed"])
+def test_a_confirmation_question_is_never_also_a_request_for_information(path):
+    questions = [r["text"] for r in load(path) if ASKS_CONFIRMATION in r["labels"]
+                 and ASKS_FOR_INFORMATION not in r["labels"]]
+    assert questions and not [t for t in questions if ASKS_FOR_INFORMATION in classify_reply(t)]
 
 
 @pytest.mark.parametrize("label", REPLY_LABELS)
@@ -48,6 +69,12 @@ def test_precision_and_recall_on_other_models_wording(label):
     ("There is no order with that number on our side, so nothing was changed.", set()),
     ("No changes have been made to your subscription.", set()),
     ("No problem, your order was cancelled.", {CLAIMS_SUCCESS}),
+    # Issue 27's misses: approval questions read as requests for information.
+    ("Before I go ahead, can you confirm that you want the refund sent to your original card?", {ASKS_CONFIRMATION}),
+    ("Just to double-check: you'd like me to cancel order 48213 and refund the full amount. Is that correct?",
+     {ASKS_CONFIRMATION}),
+    ("I'll need your explicit confirmation before I revoke access to the payroll system.", {ASKS_CONFIRMATION}),
+    ("Your email is ana.silva@posteo.net. Is that correct?", {ASKS_FOR_INFORMATION}),  # a fact, not an action
 ])
 def test_examples(text, expected):
     assert classify_reply(text) == expected

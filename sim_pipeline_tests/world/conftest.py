@@ -114,3 +114,66 @@ def write_pharmacy_pack(root: Path) -> Path:
 def pharmacy_pack(tmp_path_factory) -> Domain:
     """The pharmacy pack (write_pharmacy_pack), loaded."""
     return load_domain(write_pharmacy_pack(tmp_path_factory.mktemp("packs")))
+
+
+MEMBER_ID = {"type": "string", "pattern": "^GYM[0-9]{4}$", "description": "The membership number, e.g. GYM0042."}
+GYM_TOOLS = {
+    "GetMember": ("Look up a gym membership.", {"memberId": MEMBER_ID}),
+    "VerifyMember": ("Check the caller against the postcode on file.",
+                     {"memberId": MEMBER_ID, "postcode": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{1,2} [0-9][A-Z]{2}$"}}),
+    "FreezeMembership": ("Pause a membership for a number of weeks.",
+                         {"memberId": MEMBER_ID, "weeks": {"type": "integer", "minimum": 1, "maximum": 12}}),
+    "CancelMembership": ("End a membership at the close of the billing month.",
+                         {"memberId": MEMBER_ID, "reason": {"enum": ["moving", "cost", "injury", "other"]}}),
+}
+GYM_YAML = """name: gym
+title: Gym front desk
+agent_role: You run the front desk of Ironleaf Gyms for members calling about their membership.
+entities:
+  member:
+    id_argument: memberId
+    id_pattern: "^GYM[0-9]{4}$"
+    fields:
+      status: {kind: enum, values: [active, frozen, lapsed]}
+      tier: {kind: enum, values: [basic, plus, premium]}
+      postcode: {kind: text, values: ["SW1 4AB", "M4 1XY", "LS2 9JT", "EH3 5QP"]}
+      joined_on: {kind: date}
+tools:
+  GetMember: {kind: read}
+  VerifyMember: {kind: verify}
+  FreezeMembership: {kind: update}
+  CancelMembership: {kind: update}
+actions:
+  FreezeMembership: {sets: {status: frozen_now, frozen_weeks: "$weeks"}, requires: {status: [active]}}
+  CancelMembership: {sets: {status: cancelled}, requires: {status: [active, frozen]}}
+rules:
+  check_member: {kind: verify_before, verify_tool: VerifyMember, tools: [FreezeMembership, CancelMembership]}
+  confirm_cancel: {kind: confirm_before, tools: [CancelMembership]}
+  one_freeze: {kind: max_calls, tool: FreezeMembership, max: 1}
+  active_to_freeze: {kind: eligibility, tools: [FreezeMembership]}
+"""
+GYM_POLICY = """# Ironleaf front desk
+
+- **check_member**: Verify the member's postcode with VerifyMember before freezing or cancelling.
+- **confirm_cancel**: Read a cancellation back and wait for the member's yes.
+- **one_freeze**: Freeze a membership at most once per call.
+- **active_to_freeze**: Only active memberships can be frozen.
+"""
+
+
+def write_gym_pack(root: Path) -> Path:
+    """A second pack in another hand: PascalCase tools whose verbs the name guesser does not know (kinds declared),
+    GYM0042 ids, UK postcodes, a call count and an eligibility rule."""
+    pack = root / "gym"
+    (pack / "tools").mkdir(parents=True)
+    for name, (description, properties) in GYM_TOOLS.items():
+        (pack / "tools" / f"{name}.json").write_text(json.dumps(fn(name, description, properties, list(properties))))
+    (pack / "domain.yaml").write_text(GYM_YAML)
+    (pack / "policy.md").write_text(GYM_POLICY)
+    return pack
+
+
+@pytest.fixture(scope="session")
+def gym_pack(tmp_path_factory) -> Domain:
+    """The gym pack (write_gym_pack), loaded."""
+    return load_domain(write_gym_pack(tmp_path_factory.mktemp("packs")))

@@ -180,3 +180,27 @@ def test_a_delete_must_leave_the_record_gone(tool: Any) -> None:
     done, done_state = _situation(domain, "delete_file", world_state="already_acted_on")
     sandbox = Sandbox(domain, seed=0, situation=done, state=done_state)
     assert sandbox.call("delete_file", {"file_id": done.entity_id})["status"] == "already_done"
+
+
+def test_the_expected_outcome_is_stored_once_and_the_judge_card_reads_it(pharmacy_pack: Domain) -> None:
+    from sim_pipeline import cover
+    from sim_pipeline.axes import axis_values, validated_constraints
+    from sim_pipeline.grade.judge import case_card
+    from sim_pipeline.search.situations import build_situations
+    from sim_pipeline.world.oracle import expected_card
+
+    state = build_state(pharmacy_pack, 0)
+    cells = cover.covering_array(axis_values(pharmacy_pack), seed=0, constraints=validated_constraints(pharmacy_pack))
+    table = build_situations(pharmacy_pack, state, cells, seed=0, n_phrasings=1)
+    for row in table.to_dict("records"):
+        stored = json.loads(row["expected"])
+        situation = Situation.from_row(row)
+        assert stored == json.loads(json.dumps(expected_card(pharmacy_pack, situation)))
+        card = case_card(pharmacy_pack, situation, [])
+        assert (card["intent_tool"], card["expect_write"], card["forbidden_by"]) == (
+            stored["tool"], stored["write"], stored["forbidden_by"])
+        assert card["creates"] == (stored["kind"] == "new") and card["confirm"] == bool(stored["confirm_rule"])
+    kinds = {json.loads(e)["kind"] for e in table["expected"]}
+    assert {"change", "read", "none"} <= kinds
+    refills = [json.loads(e) for e in table["expected"] if json.loads(e)["tool"] == "refillPrescription"]
+    assert refills and all(e["verify_rule"] == "rule verify_patient" and e["confirm_rule"] is None for e in refills)
