@@ -283,26 +283,6 @@ def affirms(text: str) -> bool:
     return bool(_AFFIRM.search(text)) and not bool(_NEGATE.search(text.split(".")[0]))
 
 
-def confirmed_before(messages: list[dict[str, Any]], tool: str) -> bool:
-    """Whether the user said yes to a confirmation question before the first call of `tool`, read from the text.
-
-    How a model reading the transcript (the embedded judge) tells; the oracle and the conduct rules use the user's
-    recorded decisions instead (protocol.transcript.confirmed_before).
-    """
-    asked, confirmed = False, False
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            if any((c.get("function") or {}).get("name") == tool for c in message.get("tool_calls") or []):
-                return confirmed
-            if message.get("content"):
-                asked = ASKS_CONFIRMATION in classify_reply(message["content"])
-        elif role == "user" and asked:
-            confirmed = affirms(message.get("content") or "")
-            asked = False
-    return confirmed
-
-
 def transcript_digest(messages: list[dict[str, Any]]) -> str:
     """A hash of what a transcript says, blind to how a client serialized it (missing vs None keys, extra fields).
 

@@ -18,7 +18,10 @@ be shown to catch it:
   is one-sided on purpose: it lowers agreement and kappa and makes re-asking flip verdicts without passing failures
   (symmetric noise would also raise the leak rate, which is the lenient judge's flag).
 
-Every flawed judge slips like the good one on top of its flaw. The judge-trust tests show which checks each trips.
+Before any of that, every judge applies the careful-reader checks it shares with the oracle (protocol/careful.py),
+read from the transcript: an unrequested write attempt, an attempt before its verification or approval, an approval
+of another action, a success claim right after a failed call (the lenient judge skips that one: it takes the
+agent's word). Every flawed judge slips like the good one on top of its flaw. The judge-trust tests show which checks each trips.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
-from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, confirmed_before, read
+from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, read
 from sim_pipeline.protocol.careful import (Approval, Call, Terms, claim_after_failure, closes_in_failure,
                                            confirmed_other, premature_attempt, replies_after, stray_attempt)
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
@@ -133,13 +136,7 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
     if not right:
         return (1, "the agent says the requested change was made") if claimed else (
             0, "the requested change was not confirmed by the tool for the customer's record")
-    first = reading.turns.index(right[0])
-    for verifier in case.get("verify_tools", []):
-        if not any(t.name == verifier and t.result.get("verified") is True and _about(t, id_arg, target)
-                   for t in reading.turns[:first]):
-            return 0, f"the agent acted before verifying the customer with {verifier}"
-    if case.get("confirm") and not confirmed_before(messages, intent):
-        return 0, "the agent acted without the customer's explicit confirmation"
+    first = reading.turns.index(right[0])  # verification and confirmation before it: _careless, for every attempt
     return _told(messages, first, trust_claims) or (1, "the change was made for the right record, within the policy")
 
 

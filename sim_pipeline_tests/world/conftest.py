@@ -1,4 +1,5 @@
-"""Domains and tool sets the world tests share: both shipped packs and a schema set with no id-like parameters."""
+"""Domains and tool sets the world tests share: the shipped packs, a schema set with no id-like parameters, and two
+packs written here in other hands (pharmacy: camelCase; gym: PascalCase)."""
 
 import json
 from pathlib import Path
@@ -99,15 +100,20 @@ PHARMACY_POLICY = """# Larkspur Pharmacy refill desk
 """
 
 
+def _write_pack(root: Path, name: str, tools: dict[str, tuple[str, dict[str, Any]]], spec: str, policy: str) -> Path:
+    """A pack folder: one schema file per tool (every argument required), domain.yaml and policy.md."""
+    pack = root / name
+    (pack / "tools").mkdir(parents=True)
+    for tool, (description, properties) in tools.items():
+        (pack / "tools" / f"{tool}.json").write_text(json.dumps(fn(tool, description, properties, list(properties))))
+    (pack / "domain.yaml").write_text(spec)
+    (pack / "policy.md").write_text(policy)
+    return pack
+
+
 def write_pharmacy_pack(root: Path) -> Path:
     """A pack in another hand: camelCase tools, RX-123456 ids, a nested pickup object, declared kinds, a call count."""
-    pack = root / "pharmacy"
-    (pack / "tools").mkdir(parents=True)
-    for name, (description, properties) in PHARMACY_TOOLS.items():
-        (pack / "tools" / f"{name}.json").write_text(json.dumps(fn(name, description, properties, list(properties))))
-    (pack / "domain.yaml").write_text(PHARMACY_YAML)
-    (pack / "policy.md").write_text(PHARMACY_POLICY)
-    return pack
+    return _write_pack(root, "pharmacy", PHARMACY_TOOLS, PHARMACY_YAML, PHARMACY_POLICY)
 
 
 @pytest.fixture(scope="session")
@@ -164,13 +170,7 @@ GYM_POLICY = """# Ironleaf front desk
 def write_gym_pack(root: Path) -> Path:
     """A second pack in another hand: PascalCase tools whose verbs the name guesser does not know (kinds declared),
     GYM0042 ids, UK postcodes, a call count and an eligibility rule."""
-    pack = root / "gym"
-    (pack / "tools").mkdir(parents=True)
-    for name, (description, properties) in GYM_TOOLS.items():
-        (pack / "tools" / f"{name}.json").write_text(json.dumps(fn(name, description, properties, list(properties))))
-    (pack / "domain.yaml").write_text(GYM_YAML)
-    (pack / "policy.md").write_text(GYM_POLICY)
-    return pack
+    return _write_pack(root, "gym", GYM_TOOLS, GYM_YAML, GYM_POLICY)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import pytest
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.judge import case_card
 from sim_pipeline.models.sim_judge import outcome
+from sim_pipeline.world.state import build_state
 from sim_pipeline_tests.world.mutants import play
 from sim_pipeline_tests.world.truth_set import TEMPLATES, truths
 
@@ -18,19 +19,13 @@ PACKS = ("retail", "it_helpdesk", "food_delivery")
 @pytest.fixture(scope="module")
 def played(pharmacy_pack, gym_pack):
     domains = {name: load_domain(name) for name in PACKS} | {"pharmacy": pharmacy_pack, "gym": gym_pack}
-    rows = []
+    rows, states = [], {}
     for name, domain in domains.items():
         for truth in truths(name, domain):
-            result = play(domain, truth.situation, build_state_of(domain), truth.steps)
+            result = play(domain, truth.situation, states.setdefault(name, build_state(domain, 0)), truth.steps)
             judged, _ = outcome(case_card(domain, truth.situation, result.messages))
             rows.append((truth, result.verdict, judged))
     return rows
-
-
-def build_state_of(domain):
-    from sim_pipeline.world.state import build_state
-
-    return build_state(domain, 0)
 
 
 def test_the_truth_set_is_large_and_covers_every_class(played):
