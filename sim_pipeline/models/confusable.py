@@ -17,6 +17,10 @@ import numpy as np
 
 from sim_pipeline.models.phrasing import opening, request_phrase
 from sim_pipeline.models.sim_agent import _Turn, log_probs
+from sim_pipeline.models.sim_user import restatements
+
+VAGUE_OPENING = "Hi, I need some help with something."  # a first message that names no tool
+WHAT_DO_YOU_NEED = "Sure, what would you like me to do?"  # the agent's question before the user restates
 
 if TYPE_CHECKING:
     from sim_pipeline.domain import Domain, Tool
@@ -45,24 +49,43 @@ def _sentence(tool: str, rival: str, request: str, probability: float, rival_pro
             "domain.yaml)")
 
 
+def _turns(tool: Tool) -> list[tuple[str, list[dict[str, str]]]]:
+    """The conversations in which the simulated user asks for a tool: its opening, and each way it restates the
+    request in a later turn (after a vague first message and the agent's question)."""
+    request, text = _opening(tool)
+    later = [[{"role": "user", "content": VAGUE_OPENING}, {"role": "assistant", "content": WHAT_DO_YOU_NEED},
+              {"role": "user", "content": said}] for said in restatements(request)]
+    return [(request, [{"role": "user", "content": text}]), *((request, m) for m in later)]
+
+
 def confusable_pairs(domain: Domain) -> list[ConfusablePair]:
-    """Each tool whose user request the embedded agent takes for, or cannot tell from, another tool; by tool name."""
+    """Each tool whose user request (opening or a later restatement) the embedded agent takes for, or cannot tell
+    from, another tool; at most one pair per tool, by tool name."""
     pairs = []
     for tool in sorted(domain.tools, key=lambda t: t.name):
-        request, text = _opening(tool)
-        turn = _Turn({}, [{"role": "user", "content": text}], domain.tool_schemas, salt="")
-        intents = turn.intents()
-        probs = np.exp(log_probs([logit for _, logit in intents], 1.0))
-        # Most probable first; ties keep the agent's own order, as its greedy argmax does.
-        ranked = [intents[i][0] for i in sorted(range(len(intents)), key=lambda i: -probs[i])]
-        p = {name: float(q) for (name, _), q in zip(intents, probs)}
-        rival = None
-        if ranked[0] not in (tool.name, None):
-            rival = ranked[0]  # the agent acts on another tool
-        elif ranked[0] == tool.name and turn.resolve(tool.name, intents) == "?" and len(ranked) > 1 and \
-                ranked[1] is not None:
-            rival = ranked[1]  # the agent asks what the user means, torn with another tool
-        if rival is not None:
-            own = p.get(tool.name, 0.0)
-            pairs.append(ConfusablePair(tool.name, rival, own, _sentence(tool.name, rival, request, own, p[rival])))
+        for request, messages in _turns(tool):
+            pair = _confused(domain, tool, request, messages)
+            if pair is not None:
+                pairs.append(pair)
+                break
     return pairs
+
+
+def _confused(domain: Domain, tool: Tool, request: str, messages: list[dict[str, str]]) -> ConfusablePair | None:
+    """The pair a conversation makes the agent confuse for `tool`, or None."""
+    turn = _Turn({}, messages, domain.tool_schemas, salt="")
+    intents = turn.intents()
+    probs = np.exp(log_probs([logit for _, logit in intents], 1.0))
+    # Most probable first; ties keep the agent's own order, as its greedy argmax does.
+    ranked = [intents[i][0] for i in sorted(range(len(intents)), key=lambda i: -probs[i])]
+    p = {name: float(q) for (name, _), q in zip(intents, probs)}
+    rival = None
+    if ranked[0] not in (tool.name, None):
+        rival = ranked[0]  # the agent acts on another tool
+    elif ranked[0] == tool.name and turn.resolve(tool.name, intents) == "?" and len(ranked) > 1 and \
+            ranked[1] is not None:
+        rival = ranked[1]  # the agent asks what the user means, torn with another tool
+    if rival is not None:
+        own = p.get(tool.name, 0.0)
+        return ConfusablePair(tool.name, rival, own, _sentence(tool.name, rival, request, own, p[rival]))
+    return None

@@ -64,6 +64,11 @@ def asked_facts(text: str, facts: dict[str, str]) -> list[str]:
     return asked
 
 
+def restatements(request: str) -> tuple[str, str]:
+    """How the user restates its request later in a conversation: when asked what it wants, and when pushing on."""
+    return f"I want to {request}.", f"Could you please go ahead and {request}?"
+
+
 def _shape(value: str) -> re.Pattern[str]:
     """Tokens shaped like an id (digits for digits, letters for letters, the rest as is): 55261 -> five digits."""
     pattern = "".join(r"\d" if c.isdigit() else "[A-Za-z]" if c.isalpha() else re.escape(c) for c in value)
@@ -118,7 +123,7 @@ class SimUser:
         if CLAIMS_SUCCESS in labels or not card.get("wants_change"):
             # Told it is done, or (a question) given an answer: the user has what it came for, as far as it knows.
             return _reply("Great, thank you!", SATISFIED, "finish")
-        return _reply(f"Could you please go ahead and {card['request']}?", ASK, "restate")
+        return _reply(restatements(card["request"])[1], ASK, "restate")
 
     def _confirm(self, stance: str, own_turns: list[str], temperature: float, gen: np.random.Generator) -> UserReply:
         hesitated = any("not sure" in t for t in own_turns)
@@ -148,6 +153,6 @@ class SimUser:
         # Asked something it cannot map to a fact ("What would you like me to do?"): say what it wants, and the
         # facts it has not given yet.
         untold = [k for k in facts if said_value(facts[k]) not in said][:2]
-        text = f"I want to {card['request']}. " + " ".join(fact_sentence(k, facts[k]) for k in untold)
+        text = restatements(card["request"])[0] + " " + " ".join(fact_sentence(k, facts[k]) for k in untold)
         return _reply(text.strip(), PROVIDE_FACT if untold else ASK, "state_goal")
 

@@ -54,3 +54,18 @@ def test_declared_phrase_clears_only_the_tool_it_names(tmp_path):
                        "tools:\n  fetch_order: {phrase: fetch my order}\n")
     pairs = confusable_pairs(domain)
     assert [(p.tool, p.taken_for) for p in pairs] == [("get_order", "fetch_order")]
+
+
+def test_later_turns_are_checked_in_the_users_own_words(tmp_path):
+    """The user's restatements (sim_user.restatements, what it says when asked what it wants or when it pushes on)
+    are checked as well as its opening: each alone shows the near-duplicate pair."""
+    from sim_pipeline.models.confusable import _confused, _turns
+    from sim_pipeline.models.sim_user import restatements
+
+    domain = twin_pack(tmp_path, "fetch_order", "Look up an order by id and show its status, item and total.")
+    conversations = _turns(domain.tool("fetch_order"))
+    request = conversations[0][0]
+    assert [m[-1]["content"] for _, m in conversations[1:]] == list(restatements(request))
+    for _, messages in conversations[1:]:
+        pair = _confused(domain, domain.tool("fetch_order"), request, messages)
+        assert pair is not None and pair.taken_for == "get_order"
