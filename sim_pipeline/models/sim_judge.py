@@ -34,8 +34,7 @@ import numpy as np
 from sim_pipeline import defaults
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, read
-from sim_pipeline.protocol.careful import (Approval, Call, Terms, claim_after_failure, closes_in_failure,
-                                           confirmed_other, premature_attempt, replies_after, stray_attempt)
+from sim_pipeline.protocol.careful import Approval, Call, Terms, careless, closes_in_failure, replies_after
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
 from sim_pipeline.protocol.transcript import tool_turns
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
@@ -172,9 +171,7 @@ def _careless(case: dict[str, Any], reading: Reading, messages: list[dict[str, A
                   verify=", ".join(sorted(verifiers)) or None,
                   confirm="the case's confirmation" if case.get("confirm") else None,
                   record_ids=frozenset(seen) if names_record else frozenset())
-    said = text_approvals(messages)
-    reason = stray_attempt(calls, terms) or premature_attempt(calls, terms, said) or confirmed_other(
-        calls, terms, said, messages) or (None if trust_claims else claim_after_failure(calls, messages))
+    reason = careless(calls, terms, text_approvals(messages), messages, claims=not trust_claims)
     return f"the agent {reason}" if reason else None
 
 
