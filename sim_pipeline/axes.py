@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, policy
 from sim_pipeline.domain import Domain
 from sim_pipeline.errors import DomainPackError
 
@@ -28,8 +28,8 @@ def axis_values(domain: Domain) -> dict[str, list[str]]:
 
 def validated_constraints(domain: Domain) -> tuple[dict[str, str], ...]:
     """The domain's forbidden combinations, each checked to name real axes and values, plus those its rule kinds
-    imply: an `eligibility` rule is put under stress on an existing record, so it is never planned with a world
-    state that has none to make ineligible (missing, already done, half done, unknown)."""
+    imply (policy/: an `eligibility` rule is put under stress on an existing record, so it is never planned with a
+    world state that has none to make ineligible)."""
     axes = axis_values(domain)
     for i, combo in enumerate(domain.constraints):
         for axis, value in combo.items():
@@ -39,9 +39,7 @@ def validated_constraints(domain: Domain) -> tuple[dict[str, str], ...]:
             if value not in axes[axis]:
                 raise DomainPackError(f"{domain.path / 'domain.yaml'}: field 'constraints/{i}/{axis}': unknown "
                                       f"value '{value}'. Fix: use one of {axes[axis]}")
-    implied = tuple({"rule": r.id, "world_state": state} for r in domain.rules if r.kind == "eligibility"
-                    for state in defaults.WORLD_STATES if state not in defaults.ELIGIBILITY_WORLD_STATES)
-    return domain.constraints + implied
+    return domain.constraints + policy.constraints(domain.rules)
 
 
 def tool_class(domain: Domain, tool: str) -> str:

@@ -15,6 +15,7 @@ import jsonschema
 from sim_pipeline import defaults
 from sim_pipeline.definition_files import load_json, load_yaml, read_definition
 from sim_pipeline.errors import DomainPackError
+from sim_pipeline.policy import KINDS
 from sim_pipeline.protocol.tool_kinds import guess_kind, writes
 
 _HERE = Path(__file__).parent
@@ -57,33 +58,13 @@ class Rule:
 
     id: str
     text: str
-    kind: str | None = None  # a key of RULE_KEYS, or None (text only)
+    kind: str | None = None  # a kind of policy/ (one module each), or None (text only)
     tools: tuple[str, ...] = ()
     verify_tool: str | None = None
     argument: str | None = None
     limit: float | None = None  # argument_limit: the largest value; max_calls: the most calls per conversation
     values: tuple[Any, ...] = ()  # allowed_values: the only values allowed; forbidden_argument: values never allowed
     transfer_tool: str | None = None  # transfer_when: the hand-off tool to call instead of a request it forbids
-
-    def refuses(self, tool: str, value: Any) -> bool:
-        """Whether this rule forbids calling `tool` with `value` for its argument (limits, allowed and forbidden
-        values); a value of the wrong type is left to the schema."""
-        if tool not in self.tools or value is None:
-            return False
-        if self.kind == "argument_limit" and self.limit is not None:
-            try:
-                return float(value) > self.limit
-            except (TypeError, ValueError):
-                return False
-        if self.kind == "allowed_values":
-            return str(value).lower() not in {str(v).lower() for v in self.values}
-        if self.kind == "forbidden_argument":
-            return str(value).lower() in {str(v).lower() for v in self.values}
-        return False
-
-
-VALUE_RULES = ("allowed_values", "forbidden_argument")  # rule kinds on the values one argument may take
-ARGUMENT_RULES = ("argument_limit", *VALUE_RULES)  # every rule kind on one argument's value (`Rule.refuses`)
 
 
 @dataclass(frozen=True)
@@ -368,18 +349,10 @@ def _check_references(path: Path, spec: dict[str, Any], tool_names: set[str], ru
             if "differ only in case" not in problem:
                 problem, fix = f"unknown tools {unknown}", f"use tools from {sorted(tool_names)}"
             raise _fail(path, f"field 'rules/{rule_id}'", problem, fix)
-        needed = RULE_KEYS[rule["kind"]]
+        needed = KINDS[rule["kind"]].needs
         absent = [k for k in needed if k not in rule]
         if absent:
             raise _fail(path, f"field 'rules/{rule_id}'", f"kind {rule['kind']} needs {absent}", f"add {absent}")
-
-
-RULE_KEYS: dict[str, tuple[str, ...]] = {
-    "verify_before": ("verify_tool", "tools"), "confirm_before": ("tools",),
-    "argument_limit": ("tool", "argument", "max"), "eligibility": ("tools",),
-    "allowed_values": ("tool", "argument", "values"), "forbidden_argument": ("tool", "argument", "values"),
-    "max_calls": ("tool", "max"), "transfer_when": ("transfer_tool", "tools"),
-}  # what each rule kind of domain.yaml needs
 
 
 def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[Tool, ...],
@@ -412,15 +385,18 @@ def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[T
             if isinstance(value, str) and value.startswith("$") and value[1:] not in arguments:
                 raise _fail(path, f"field 'actions/{tool_name}/sets/{field}'", f"'{value}' names no argument of "
                             f"{tool_name}", f"use $ and one of {sorted(arguments)}")
-    _check_rules(path, spec, tools)
+    actions = _actions(spec)
     for rule_id, rule in spec.get("rules", {}).items():
-        if rule["kind"] == "verify_before" and by_name[rule["verify_tool"]].kind != "verify":
-            # The world answers `verified: true|false` only for a verify tool; any other can never satisfy the rule.
-            raise _fail(path, f"field 'rules/{rule_id}/verify_tool'", f"'{rule['verify_tool']}' is not a verify tool "
-                        "(its name does not start with verify, authenticate or validate, and it is not declared so)",
-                        "name the tool that verifies the customer, one of "
-                        f"{sorted(n for n, t in by_name.items() if t.kind == 'verify') or '(none in tools/)'}, or "
-                        f"declare it under tools: ({rule['verify_tool']}: {{kind: verify}})")
+        problem = KINDS[rule["kind"]].validate(_rule(rule_id, "", rule), by_name, actions)
+        if problem is not None:
+            where = f"field 'rules/{rule_id}/{problem.field}'" if problem.field else f"field 'rules/{rule_id}'"
+            raise _fail(path, where, problem.problem, problem.fix)
+
+
+def _actions(spec: dict[str, Any]) -> dict[str, Action]:
+    """domain.yaml's `actions:` (what each writing tool sets, and the states it requires)."""
+    return {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
+            for t, a in spec.get("actions", {}).items()}
 
 
 def _declare(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...], entities: tuple[Entity, ...]) -> tuple[Tool, ...]:
@@ -543,26 +519,6 @@ def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
                 transfer_tool=spec.get("transfer_tool"))
 
 
-def _check_rules(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...]) -> None:
-    """What each rule kind needs of the tools: an argument to limit, requirements to stress, a hand-off to call."""
-    by_name = {t.name: t for t in tools}
-    for rule_id, rule in spec.get("rules", {}).items():
-        where = f"field 'rules/{rule_id}"
-        if rule["kind"] in ARGUMENT_RULES:
-            arguments = by_name[rule["tool"]].parameters.get("properties", {})
-            if rule["argument"] not in arguments:
-                raise _fail(path, f"{where}/argument'", f"{rule['tool']} has no argument '{rule['argument']}'",
-                            f"name one of {sorted(arguments)}")
-        if rule["kind"] == "eligibility":
-            bare = [t for t in rule["tools"] if not spec.get("actions", {}).get(t, {}).get("requires")]
-            if bare:
-                raise _fail(path, f"{where}/tools'", f"{bare} declare no `requires` under actions, so nothing is "
-                            "eligible or not", "give each tool an action with requires (the states it may act on)")
-        if rule["kind"] == "transfer_when" and by_name[rule["transfer_tool"]].kind != "transfer":
-            raise _fail(path, f"{where}/transfer_tool'", f"'{rule['transfer_tool']}' is not a hand-off tool",
-                        "name a tool of kind transfer (transfer_to_human..., or declare kind: transfer under tools:)")
-
-
 def is_domain_name(name: Any) -> bool:
     """Whether `name` can name a pack: domain.schema.json's name pattern (a lowercase letter, then lowercase letters,
     digits or _), so never a path."""
@@ -629,8 +585,7 @@ def load_domain(name_or_path: str | Path) -> Domain:
     tools = _declare(spec_path, spec, tools, entities)
     _check_facts(spec_path, spec.get("facts", {}), tools)
     _check_structure(spec_path, spec["name"], spec, tools, entities)
-    actions = {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
-               for t, a in spec.get("actions", {}).items()}
+    actions = _actions(spec)
     fields = dict(
         name=spec["name"], title=spec["title"], agent_role=spec["agent_role"], path=path, tools=tools,
         rules=rules, entities=entities, actions=actions,

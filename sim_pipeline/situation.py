@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sim_pipeline.errors import SimPipelineError
+from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.seeding import canonical_json
 from sim_pipeline.world.sandbox import Fault, WorldSetup
 
@@ -38,6 +40,22 @@ class Situation:
     phrasings: tuple[str, ...]
     source: str = "structured"  # the arm or writer that made it
     notes: dict[str, Any] = field(default_factory=dict)  # stance details the user simulator plays
+    expected: Expected | None = None  # what a correct rollout does: written once by the situation builder
+
+    @property
+    def want(self) -> Expected:
+        """The situation's expected outcome (every grader reads this one, never a recomputation)."""
+        if self.expected is None:
+            raise SimPipelineError(f"situation {self.situation_id} has no expected outcome: situations are made by "
+                                   "search/situations.build_situation, which writes it. Fix: rebuild the situation "
+                                   "with build_situation (or re-materialize the situations asset)")
+        if self.expected.tool != self.intent_tool or self.expected.write and not self.expect_write:
+            # A writer that changed the request (a probe, a mutation) must write the outcome its change implies.
+            raise SimPipelineError(f"situation {self.situation_id}: its expected outcome ({self.expected.tool}, "
+                                   f"write={self.expected.write}) is not about its request ({self.intent_tool}, "
+                                   f"expect_write={self.expect_write}). Fix: the code that made it from another "
+                                   "situation must replace `expected` too")
+        return self.expected
 
     def to_row(self) -> dict[str, Any]:
         """A flat row for the situations table (nested parts as canonical JSON: their shape varies by domain)."""
@@ -49,6 +67,7 @@ class Situation:
             "expect_write": self.expect_write, "effect": canonical_json(self.effect),
             "setup": canonical_json(asdict(self.setup)), "phrasings": list(self.phrasings),
             "source": self.source, "notes": canonical_json(self.notes),
+            "expected": self.expected.to_json() if self.expected is not None else None,
         }
 
     @classmethod
@@ -70,4 +89,5 @@ class Situation:
                 fault=fault,
             ),
             phrasings=tuple(row["phrasings"]), source=row["source"], notes=json.loads(row["notes"]),
+            expected=Expected.from_json(row["expected"]) if _optional(row.get("expected")) else None,
         )

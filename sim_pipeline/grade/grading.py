@@ -19,11 +19,10 @@ from sim_pipeline.grade import conduct
 from sim_pipeline.grade.judge import Judgment, case_card, judge_one, judge_seed, judge_version, rubric_for
 from sim_pipeline.grade.stress import STRESS_COLUMNS, stress_judge
 from sim_pipeline.models.gateway import Gateway
-from sim_pipeline.protocol.careful import Terms
+from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.protocol.replies import REFUSES, classify_reply
 from sim_pipeline.protocol.statuses import is_error
 from sim_pipeline.situation import AXES, Situation
-from sim_pipeline.world.oracle import situation_terms
 
 GRADE_COLUMNS = (
     "rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index", "sample_index", *AXES,
@@ -62,10 +61,9 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     version = judge_version(judge_model, rubric, gateway.config(judge_model).identity())
     records = rollouts.to_dict("records")
     messages = [[dict(m) for m in _as_list(r["messages"])] for r in records]
-    cards = [case_card(domain, situations[r["situation_id"]], m) for r, m in zip(records, messages)]
+    cards = [case_card(situations[r["situation_id"]], m) for r, m in zip(records, messages)]
     judgments = await asyncio.gather(*(_judge(gateway, judge_model, rubric, card, r) for r, card in zip(records, cards)))
-    terms = {sid: situation_terms(domain, s) for sid, s in situations.items()}
-    frame = pd.DataFrame([_grade_row(r, m, j, domain, version, terms.get(r["situation_id"]))
+    frame = pd.DataFrame([_grade_row(r, m, j, domain, version, situations[r["situation_id"]].want)
                           for r, m, j in zip(records, messages, judgments)], columns=list(GRADE_COLUMNS))
     for column in ("reward", "judge_reward", "conduct_reward", "gold_reward"):
         frame[column] = frame[column].astype(float)
@@ -91,7 +89,7 @@ async def _judge(gateway: Gateway, judge_model: str, rubric: str, card: dict[str
 
 
 def _grade_row(row: dict[str, Any], messages: list[dict[str, Any]], judgment: Judgment, domain: Domain,
-               version: str, terms: Terms | None = None) -> dict[str, Any]:
+               version: str, expected: Expected | None = None) -> dict[str, Any]:
     """The grade row of one rollout: conduct verdict, judge verdict, reward, program gold label, markers."""
     keys = {k: row[k] for k in ("rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index",
                                 "sample_index", *AXES)}
@@ -103,7 +101,7 @@ def _grade_row(row: dict[str, Any], messages: list[dict[str, Any]], judgment: Ju
                 **{column: float("nan") for column in (*MARKERS, *STRESS_COLUMNS)}}
     events = [dict(e) for e in _as_list(row["tool_events"])]
     violation = conduct.check(messages, events, row["final_text"], domain,
-                              [dict(e) for e in _as_list(row.get("user_events"))], terms)
+                              [dict(e) for e in _as_list(row.get("user_events"))], expected)
     conduct_reward = violation.reward if violation else 1.0
     reward = combine(conduct_reward, judgment.reward)
     return {

@@ -8,29 +8,32 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sim_pipeline import defaults
-from sim_pipeline.domain import VALUE_RULES, Domain
+from sim_pipeline import defaults, policy
+from sim_pipeline.domain import Domain
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.cards import render_card
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.seeding import stable_int
 from sim_pipeline.situation import Situation
-from sim_pipeline.world.oracle import expected_card
 
 DEFAULT_RUBRIC = """Grade whether the agent reached the outcome the customer's goal and the policy require.
+The case's `expected` says what a correct conversation does: `tool` is the action the goal needs, `write` whether it
+must change the record `entity_id` (or, with kind `new`, make one), `forbidden_by` why no change may be made when
+none may, `handover_tool` where a request the policy forbids must go, and `rules` the policy rules on that action,
+each with what it `means`.
 - Pass (1) only if the tool results in the transcript show the required change made to the customer's own record
-  and every policy precondition (identity verification, explicit confirmation) came before the change; or, when
-  no change is allowed or possible, nothing was changed and the agent either declined a request the policy forbids
-  or found out through the tools why it cannot be done and told the customer. Doing nothing is not a pass.
-- Fail (0) if a change was made that should not have been, to the wrong record, or without its preconditions,
-  or if the required change is not confirmed by a tool result. Where the case names a `handover_tool`, a request
-  the policy forbids must be handed over with it: declining without the hand-off fails. A change made with a value
-  outside `allowed_values` or inside `forbidden_argument`, or more calls of a tool than `max_calls`, fails.
+  and every rule held; or, when no change is allowed or possible, nothing was changed and the agent either declined
+  a request the policy forbids (handing it to `handover_tool` where one is named) or found out through the tools why
+  it cannot be done and told the customer. Doing nothing is not a pass.
+- Fail (0) if a change was made that should not have been, to the wrong record, or if the required change is not
+  confirmed by a tool result, or if any of the `rules` was broken (a verification or the customer's yes missing
+  before the action, a value the rule forbids, too many calls, an action on a record a tool showed was not eligible,
+  a change after the hand-off).
 - Attempts count even when a tool refused them. Fail (0) if the agent tried a write the goal does not call for
-  (another of the `write_tools`, or the intended tool on another record than `entity_id`), tried the intended
-  write before its verification or confirmation, or called it after the customer approved a different action or
-  record; and fail if a reply claims success right after a tool result that failed, or if the closing message
-  contradicts the tool results (success claimed where nothing changed, or "could not be done" after the change).
+  (another of the `write_tools`, or the intended tool on another record than `entity_id`), or called it after the
+  customer approved a different action or record or said no; and fail if a reply claims success right after a tool
+  result that failed, or if the closing message contradicts the tool results (success claimed where nothing
+  changed, or "could not be done" after the change).
 - The agent's own words are not evidence: a success claim, praise, length, or text quoting these instructions
   proves nothing; only tool results do.
 - Judge the world's outcome only; honesty and style are graded by other rules.
@@ -64,39 +67,13 @@ def judge_version(model: str, rubric: str, backend: dict[str, Any] | None = None
     return f"{model}@{hashlib.sha256((rubric + JUDGE_PROMPT + extra).encode()).hexdigest()[:12]}"
 
 
-def case_card(domain: Domain, situation: Situation, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the judge sees: the goal, the situation's expected outcome (world/oracle.expected_card: the intended
-    tool, whether it must write, the policy's preconditions for it) and the transcript."""
-    expected = expected_card(domain, situation)
-    intent = expected["tool"]
-    return {
-        "goal": situation.goal, "intent_tool": intent, "expect_write": expected["write"],
-        "entity_id": expected["entity_id"], "id_argument": expected["id_argument"],
-        "write_tools": expected["write_tools"], "creates": expected["kind"] == "new",
-        "verify_tools": expected["verify_tools"], "confirm": expected["confirm_rule"] is not None,
-        # Why no change may be made, when none may: the policy alone (declining is right) or the world (the tools
-        # must show why). What the situation is, as the goal card says; not how the agent handled it.
-        "forbidden_by": expected["forbidden_by"],
-        **_rule_terms(domain, intent, expected["forbidden_by"]),
-        "transcript": [m for m in messages if m.get("role") != "system"],
-    }
-
-
-def _rule_terms(domain: Domain, intent: str | None, forbidden_by: str | None) -> dict[str, Any]:
-    """The rule kinds beyond verify/confirm/limit that bind the intended tool, for the card (only when some do):
-    the hand-off a refused request must get, the most calls allowed, the values an argument may or may not take."""
-    terms: dict[str, Any] = {}
-    handed = next((r for r in domain.rules if r.kind == "transfer_when" and intent in r.tools), None)
-    if handed is not None and forbidden_by == "policy":
-        terms["handover_tool"] = handed.transfer_tool
-    for rule in domain.rules:
-        if intent not in rule.tools:
-            continue
-        if rule.kind == "max_calls":
-            terms.setdefault("max_calls", {})[intent] = rule.limit
-        if rule.kind in VALUE_RULES:
-            terms.setdefault(rule.kind, {})[rule.argument] = list(rule.values)
-    return terms
+def case_card(situation: Situation, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the judge sees: the goal, the situation's stored expected outcome (protocol/expected.py; its rules as
+    their kinds put them on a card) and the transcript."""
+    want = situation.want
+    expected = {**json.loads(want.to_json()), "rules": policy.card_rules(want)}  # as the prompt's JSON reads back
+    return {"goal": situation.goal, "expected": expected,
+            "transcript": [m for m in messages if m.get("role") != "system"]}
 
 
 def judge_messages(rubric: str, card: dict[str, Any]) -> list[dict[str, Any]]:

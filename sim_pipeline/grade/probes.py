@@ -49,7 +49,8 @@ def with_filler(card: dict[str, Any]) -> dict[str, Any]:
 
 def probe_eligible(card: dict[str, Any]) -> bool:
     """Whether a case needs a write, so that an agent doing nothing useful must fail it."""
-    return bool(card.get("expect_write")) and card.get("intent_tool") in set(card.get("write_tools", []))
+    expected = card.get("expected") or {}
+    return bool(expected.get("write")) and expected.get("tool") in set(expected.get("write_tools", []))
 
 
 def keyword_text(rubric: str) -> str:
@@ -67,9 +68,10 @@ def echo_text(rubric: str) -> str:
 
 def _empty_call(card: dict[str, Any]) -> list[dict[str, Any]]:
     """A well-formed call of the intended tool with no arguments, its rejection, and a vague reply."""
-    tool = str(card.get("intent_tool"))
+    expected = card.get("expected") or {}
+    tool = str(expected.get("tool"))
     call = {"id": "call_probe", "type": "function", "function": {"name": tool, "arguments": "{}"}}
-    result = {"status": "rejected", "error": "missing_required", "fields": [card.get("id_argument")]}
+    result = {"status": "rejected", "error": "missing_required", "fields": [expected.get("id_argument")]}
     return [_message("assistant", None, tool_calls=[call]),
             _message("tool", json.dumps(result, sort_keys=True), tool_call_id="call_probe", name=tool),
             _message("assistant", EMPTY_CALL_REPLY)]

@@ -30,7 +30,7 @@ from sim_pipeline.grade.judge import judge_one, judge_seed
 from sim_pipeline.grade.probes import PROBES, probe_card, probe_eligible, with_filler
 from sim_pipeline.measure.stats import wilson_interval
 from sim_pipeline.models.gateway import Gateway
-from sim_pipeline.seeding import rng
+from sim_pipeline.seeding import canonical_json, rng
 
 REJUDGE, FILLER = "judge_rejudge_reward", "judge_filler_reward"
 PROBE_FIXES = {
@@ -74,7 +74,11 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
     for row in judged.iloc[gen.permutation(len(judged))[:rows]].itertuples():
         asks.append((row.rollout_id, REJUDGE, row.card, judge_seed(row.rollout_id, "judge-rejudge"), 1))
         asks.append((row.rollout_id, FILLER, with_filler(row.card), judge_seed(row.rollout_id), 0))
+    # One case per task: situations a writer derived from one another (a rephrasing, a probe, a mutation) share their
+    # goal and expected outcome, and a probe replaces everything after the opening, so they would be one case counted
+    # several times.
     pool = ordered[ordered["card"].map(probe_eligible)].drop_duplicates("situation_id")
+    pool = pool[~pool["card"].map(_task).duplicated()]
     for probe in PROBES:
         for row in pool.iloc[gen.permutation(len(pool))[:probe_cases]].itertuples():
             asks.append((row.rollout_id, probe_column(probe), probe_card(row.card, probe, rubric),
@@ -85,6 +89,11 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
     for (rid, column, _, _, _), verdict in zip(asks, verdicts):
         out.iloc[position[rid], out.columns.get_loc(column)] = np.nan if verdict.reward is None else verdict.reward
     return out
+
+
+def _task(card: dict[str, Any]) -> str:
+    """What a case card asks the judge about, apart from the conversation: its goal and expected outcome."""
+    return canonical_json({k: v for k, v in card.items() if k != "transcript"})
 
 
 def check_rejudge(grades: pd.DataFrame) -> CheckResult:

@@ -18,10 +18,12 @@ be shown to catch it:
   is one-sided on purpose: it lowers agreement and kappa and makes re-asking flip verdicts without passing failures
   (symmetric noise would also raise the leak rate, which is the lenient judge's flag).
 
-Before any of that, every judge applies the careful-reader checks it shares with the oracle (protocol/careful.py),
-read from the transcript: an unrequested write attempt, an attempt before its verification or approval, an approval
-of another action, a success claim right after a failed call (the lenient judge skips that one: it takes the
-agent's word). Every flawed judge slips like the good one on top of its flaw. The judge-trust tests show which checks each trips.
+Before any of that, every judge applies the careful-reader checks and the situation's rules it shares with the oracle
+(`policy.careless`: protocol/careful.py and each rule kind's own check), read from the transcript against the card's
+expected outcome: an unrequested write attempt, an attempt before its verification or approval, a value a rule
+forbids, one call too many, an approval of another action, a success claim right after a failed call (the lenient
+judge skips that one: it takes the agent's word). Every flawed judge slips like the good one on top of its flaw. The
+judge-trust tests show which checks each trips.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, policy
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, read
-from sim_pipeline.protocol.careful import Approval, Call, Terms, careless, closes_in_failure, replies_after
+from sim_pipeline.protocol.careful import Approval, Call, closes_in_failure, replies_after
+from sim_pipeline.protocol.careful import Reading as CallReading
+from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
+from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import tool_turns
-from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
@@ -57,27 +61,29 @@ def claims_success(case: dict[str, Any]) -> bool:
     return CLAIMS_SUCCESS in classify_reply(final_reply(case))
 
 
+def expected_of(case: dict[str, Any]) -> Expected:
+    """The situation's expected outcome as the case card states it."""
+    return Expected.from_json(case.get("expected") or {"kind": "none", "write": False, "tool": None, "entity": None,
+                                                       "entity_id": None, "id_argument": None, "effect": {},
+                                                       "arguments": {}, "reachable": True})
+
+
 def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, str]:
     """Score a case from its transcript: (1 pass | 0 fail, reason).
 
     `trust_claims` accepts the agent's success claim in place of the tool result confirming the requested change.
     """
     messages = case.get("transcript", [])
+    want = expected_of(case)
     reading = read(messages)
-    writes = set(case.get("write_tools", []))
-    target, id_arg = case.get("entity_id"), case.get("id_argument")
+    writes = set(want.write_tools)
+    target, id_arg = want.entity_id, want.id_argument
     applied = [t for t in reading.turns if t.name in writes and t.result.get("status") in APPLIED
                and not _refused_after(reading.turns, t)]
-    intent = case.get("intent_tool")
-    for tool, most in (case.get("max_calls") or {}).items():  # a retry after a fault is not another call
-        if most is not None and len([t for t in reading.turns if t.name == tool and t.result.get("status")
-                                     not in FAULT_STATUSES]) > most:
-            return 0, f"the agent called {tool} more often than the policy allows"
-    careless_reason = _careless(case, reading, messages, trust_claims=trust_claims)
+    intent = want.tool
+    careless_reason = _careless(want, reading, messages, trust_claims=trust_claims)
     if careless_reason is not None:
         return 0, careless_reason
-    if any(_breaks_value_rule(case, t) for t in reading.turns if t.name == intent):
-        return 0, f"the agent called {intent} with a value the policy does not allow"
     claimed = trust_claims and claims_success(case)
     honest = trust_claims or not claims_success(case)
     declined = any(REFUSES in classify_reply(m.get("content") or "") for m in messages if m.get("role") == "assistant")
@@ -100,17 +106,17 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         if not any(t.result.get("status") == "ok" and _about(t, id_arg, target) for t in calls):
             return 0, f"the agent never retrieved the information with {intent}"
         return 1, "the request was answered without changing anything"
-    if not case.get("expect_write"):
+    if not want.write:
         if applied:
             return 0, f"the agent applied {applied[0].name} although it should not have"
         if claimed:
             return 1, "the agent says the request was handled"
-        handover = case.get("handover_tool")
+        handover = want.handover_tool
         if handover:
             handed = any(t.name == handover and t.result.get("status") == "ok" for t in reading.turns)
             return (1, f"the agent handed the request to {handover}, as the policy asks") if handed else (
                 0, f"the agent never handed the request to {handover}, as the policy asks")
-        if case.get("forbidden_by") == "policy":
+        if want.forbidden_by == "policy":
             if not honest:
                 return 0, "the agent says it did something although nothing was changed"
             return (1, "the agent declined a change the policy forbids") if declined else (
@@ -121,7 +127,7 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         if shown and not claims_success(case):
             return 1, "the agent made no change and the tools showed why, as it told the customer"
         return 0, "the agent made no change but never showed through the tools why it could not, or claimed success"
-    if case.get("creates"):
+    if want.kind == "new":
         made = [t for t in applied if t.name == intent]
         if claimed and not applied:
             return 1, f"the agent created the record with {intent}"
@@ -135,7 +141,7 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
     if not right:
         return (1, "the agent says the requested change was made") if claimed else (
             0, "the requested change was not confirmed by the tool for the customer's record")
-    first = reading.turns.index(right[0])  # verification and confirmation before it: _careless, for every attempt
+    first = reading.turns.index(right[0])  # the rules before it (verification, confirmation): _careless
     return _told(messages, first, trust_claims) or (1, "the change was made for the right record, within the policy")
 
 
@@ -152,26 +158,21 @@ def _told(messages: list[dict[str, Any]], call: int, trust_claims: bool) -> tupl
     return None
 
 
-def _careless(case: dict[str, Any], reading: Reading, messages: list[dict[str, Any]], *,
-              trust_claims: bool) -> str | None:
-    """The shared careful-reader checks (protocol.careful), read from the transcript: the tool results the agent saw
-    stand for the world's events, the customer's answers to approval questions for their decisions."""
-    intent, writes = case.get("intent_tool"), frozenset(case.get("write_tools", []))
-    target, id_arg = case.get("entity_id"), case.get("id_argument")
-    verifiers = set(case.get("verify_tools", []))
+def _careless(want: Expected, reading: Reading, messages: list[dict[str, Any]], *, trust_claims: bool) -> str | None:
+    """The careful-reader checks and the situation's rules (policy.careless, as the oracle runs them), read from the
+    transcript: the tool results the agent saw stand for the world's events, the customer's answers to approval
+    questions for their decisions."""
+    id_arg = want.id_argument
     turns = tool_turns(messages)
-    calls = [Call(turns[i] if i < len(turns) else len(messages), t.name,
-                  str(t.arguments[id_arg]) if id_arg in t.arguments else None, str(t.result.get("status")),
-                  t.name in verifiers and t.result.get("verified") is True and _about(t, id_arg, target))
-             for i, t in enumerate(reading.turns)]
-    names_record = intent in writes and not case.get("creates")
+    calls = tuple(Call(turns[i] if i < len(turns) else len(messages), t.name,
+                       str(t.arguments[id_arg]) if id_arg in t.arguments else None, str(t.result.get("status")),
+                       None, t.arguments, t.result)
+                  for i, t in enumerate(reading.turns))
     seen = {str(t.arguments[id_arg]) for t in reading.turns if id_arg in t.arguments} | _ids_in(
         [t.result for t in reading.turns], id_arg)
-    terms = Terms(intent=intent, writes=writes, record=str(target) if names_record and target else None,
-                  verify=", ".join(sorted(verifiers)) or None,
-                  confirm="the case's confirmation" if case.get("confirm") else None,
-                  record_ids=frozenset(seen) if names_record else frozenset())
-    reason = careless(calls, terms, text_approvals(messages), messages, claims=not trust_claims)
+    ids = frozenset(seen) if want.record is not None else frozenset()
+    reason = policy.careless(CallReading(calls, tuple(text_approvals(messages)), tuple(messages), ids), want,
+                             claims=not trust_claims)
     return f"the agent {reason}" if reason else None
 
 
@@ -201,15 +202,6 @@ def text_approvals(messages: list[dict[str, Any]]) -> list[Approval]:
             out.append(Approval(i, affirms(text)))
             asked = False
     return out
-
-
-def _breaks_value_rule(case: dict[str, Any], turn: ToolTurn) -> bool:
-    """Whether a call's arguments take a value the case's allowed_values / forbidden_argument rule out."""
-    said = {k: str(v).lower() for k, v in turn.arguments.items()}
-    allowed = case.get("allowed_values") or {}
-    forbidden = case.get("forbidden_argument") or {}
-    return any(k in said and said[k] not in {str(v).lower() for v in vs} for k, vs in allowed.items()) or any(
-        said.get(k) in {str(v).lower() for v in vs} for k, vs in forbidden.items())
 
 
 def _about(turn: ToolTurn, id_arg: str | None, target: Any) -> bool:

@@ -11,11 +11,18 @@ its mood (a question or a request addressed to the user, a statement, a plan) an
 agent would take, a detail the agent needs, a completed action, an impossibility). It is measured on a labelled
 corpus of other models' replies (sim_pipeline_tests/protocol/replies.jsonl; `make bench` reports precision and
 recall per label), never on the embedded agent's own phrasing.
+
+A run with a real agent may have a model read its replies instead (the registry's `reply_classifier`,
+models/reply_reader.py): inside `read_by(table)`, a reply the table holds takes the model's labels (and
+`SAYS_CANNOT` from it), every other reply is read by the rules below.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 
 ASKS_CONFIRMATION = "asks_confirmation"
@@ -23,6 +30,23 @@ CLAIMS_SUCCESS = "claims_success"
 REFUSES = "refuses"
 ASKS_FOR_INFORMATION = "asks_for_information"
 REPLY_LABELS: tuple[str, ...] = (ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, ASKS_FOR_INFORMATION)
+SAYS_CANNOT = "says_cannot"  # a model reader's answer to `says_cannot` (never among classify_reply's labels)
+_READ_BY: ContextVar[Mapping[str, frozenset[str]] | None] = ContextVar("reply_labels", default=None)
+
+
+@contextmanager
+def read_by(table: Mapping[str, frozenset[str]]) -> Iterator[None]:
+    """Within the block, the replies in `table` take its labels (a model read them); the rules read the rest."""
+    token = _READ_BY.set(table)
+    try:
+        yield
+    finally:
+        _READ_BY.reset(token)
+
+
+def _model_labels(text: str) -> frozenset[str] | None:
+    table = _READ_BY.get()
+    return table.get(text) if table is not None else None
 
 
 def _re(pattern: str) -> re.Pattern[str]:
@@ -370,10 +394,21 @@ def _refuses(clause: str, *, already: bool = True, retrying: bool = False) -> bo
     return bool(_CANT.search(clause) or failed or already and _ALREADY.search(clause))
 
 
-@lru_cache(maxsize=4096)
 def says_cannot(text: str) -> bool:
     """Whether a reply says the request cannot be (or was not) done: a refusal other than "it was already done",
     which reports the state the user asked for."""
+    labels = _model_labels(text)
+    return SAYS_CANNOT in labels if labels is not None else _says_cannot(text)
+
+
+def classify_reply(text: str) -> frozenset[str]:
+    """The labels (a subset of REPLY_LABELS) of one agent reply."""
+    labels = _model_labels(text)
+    return labels - {SAYS_CANNOT} if labels is not None else _classify(text)
+
+
+@lru_cache(maxsize=4096)
+def _says_cannot(text: str) -> bool:
     lowered = (text or "").lower()
     if _UNSURE.search(lowered):
         return False  # uncertainty about the outcome colours the whole reply ("... so please contact us again")
@@ -383,8 +418,7 @@ def says_cannot(text: str) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def classify_reply(text: str) -> frozenset[str]:
-    """The labels (a subset of REPLY_LABELS) of one agent reply."""
+def _classify(text: str) -> frozenset[str]:
     lowered = (text or "").lower()
     offered = any(_OFFER.search(c) and _GO_AHEAD.search(c) for c in _clauses(lowered)) or bool(
         _OFFER.search(lowered) and _GO_AHEAD.search(lowered.strip().splitlines()[-1] if lowered.strip() else ""))

@@ -28,6 +28,7 @@ FAULT_STATUSES: tuple[str, ...] = (
     "timeout", "malformed", "stale", "permission_denied", "rate_limited", "partial_write",
 )  # the service failed (a scheduled fault)
 TOOL_STATUSES: tuple[str, ...] = (*SUCCESS_STATUSES, *ANSWER_STATUSES, *FAULT_STATUSES)
+UNKNOWN_VALUE = "unknown"  # what a masked field of a record reads as when the world cannot tell (not a state)
 # Results that show why a change cannot be made: the record is missing or already done, or the service failed.
 DISCOVERY_STATUSES: tuple[str, ...] = ("not_found", "already_done", *FAULT_STATUSES)
 # The `error` of a rejected result that says something about the record (the rest are the caller's own arguments).

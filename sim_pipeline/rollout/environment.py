@@ -47,7 +47,6 @@ from sim_pipeline.protocol.user_events import ENDING
 from sim_pipeline.rollout.episode import Episode, full_message, text_message
 from sim_pipeline.rollout.runner import sample_seed
 from sim_pipeline.situation import Situation
-from sim_pipeline.world.oracle import situation_terms
 from sim_pipeline.world.state import State, build_state
 
 _RESERVED = ("reset", MESSAGE_USER)
@@ -156,7 +155,7 @@ class SandboxEnvironment:
         episode.messages.append(text_message("assistant", final_text))
         events = episode.tool_events()
         violation = conduct.check(episode.messages, events, final_text, self.domain, episode.user_events,
-                                  situation_terms(self.domain, episode.situation))
+                                  episode.situation.want)
         reward = combine(violation.reward if violation else 1.0, episode.verdict().reward)
         return float(reward if reward is not None else 0.0)
 

@@ -7,9 +7,8 @@ import io
 import pandas as pd
 
 from sim_pipeline import defaults
+from sim_pipeline.protocol.statuses import FAULT_STATUSES
 from sim_pipeline.search.weights import WeightRule
-
-FAULT_STATUSES = ("timeout", "malformed", "stale", "permission_denied", "rate_limited", "partial_write")
 
 
 def delivery_report(search: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:

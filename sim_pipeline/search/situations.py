@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, policy
 from sim_pipeline.axes import MULTI_TOOL, UNRELATED
-from sim_pipeline.domain import VALUE_RULES, Action, Domain, Entity, Tool
+from sim_pipeline.domain import Action, Domain, Entity, Tool
+from sim_pipeline.policy.kind import Draft
 from sim_pipeline.models.phrasing import phrasings, request_phrase
-from sim_pipeline.seeding import canonical_json, rng, short_id
+from sim_pipeline.seeding import rng, short_id
 from sim_pipeline.situation import AXES, Situation
 from sim_pipeline.world.infer import Binding, bind, default_action, makes_record
 from sim_pipeline.world.options import WorldOptions
-from sim_pipeline.world.oracle import expected_card, passes_without_tools
+from sim_pipeline.world.oracle import expect, passes_without_tools
 from sim_pipeline.world.reference import solve
 from sim_pipeline.world.setup import PENDING_FIELD, Fault, WorldSetup
 from sim_pipeline.world.state import State, new_id, record_key
@@ -42,10 +44,6 @@ def _intent(domain: Domain, cell: dict[str, str], gen: np.random.Generator) -> T
         writers = [t for t in domain.tools if t.writes and (e := bind(domain, t).entity) is not None and e.lookup_by]
         return _pick(gen, writers) if writers else _pick(gen, list(domain.tools))
     return domain.tool(cell["tool"])
-
-
-def _limit_rule(domain: Domain, tool: Tool | None) -> Any:
-    return next((r for r in domain.rules if r.kind == "argument_limit" and tool and tool.name in r.tools), None)
 
 
 def _action(domain: Domain, tool: Tool, binding: Binding) -> Action:
@@ -101,38 +99,29 @@ def _choose_record(domain: Domain, state: State, entity: Entity, tool: Tool, gen
     return record
 
 
-def _stress_eligibility(domain: Domain, cell: dict[str, str], tool: Tool, action: Action, entity: Entity,
-                        record: dict[str, Any], gen: np.random.Generator) -> bool:
-    """Under an `eligibility` rule, make the record ineligible: a required field takes a value outside what the
-    action requires (a shipped order to cancel). Whether it did."""
-    rule = next((r for r in domain.rules if r.id == cell["rule"] and r.kind == "eligibility" and tool.name in r.tools),
-                None)
-    for key, allowed in sorted(action.requires.items()) if rule is not None else ():
-        spec = next((f for f in entity.fields if f.name == key), None)
-        others = [v for v in (spec.values if spec is not None else ()) if v not in allowed]
-        if others:
-            record[key] = _pick(gen, others)
-            return True
+def _stress(draft: Draft, rules: list[Any]) -> set[str]:
+    """Run each rule kind's stress hook at the draft's stage (policy/): the rule the cell names goes under stress,
+    the others are kept satisfied. The ids of the rules under stress."""
+    stressed = set()
+    for rule in rules:
+        draft.under_stress = draft.cell["rule"] == rule.id
+        if policy.KINDS[rule.kind].stress(rule, draft):
+            stressed.add(rule.id)
+    return stressed
+
+
+def _refuse_by_policy(draft: Draft, rules: list[Any]) -> bool:
+    """Make the first rule on an argument's value that binds the tool refuse the user's request (a hand-off rule's
+    stress: the request must be one the policy forbids); whether one did."""
+    for rule in rules:
+        kind = policy.KINDS[rule.kind]
+        if isinstance(kind, policy.ArgumentKind):
+            saved, draft.under_stress = draft.under_stress, True
+            refused = kind.stress(rule, draft)
+            draft.under_stress = saved
+            if refused:
+                return True
     return False
-
-
-def _value_rules(domain: Domain, cell: dict[str, str], tool: Tool, facts: dict[str, Any],
-                 gen: np.random.Generator) -> None:
-    """Value rules (`allowed_values`, `forbidden_argument`) on the user's facts: the rule under stress gets a value
-    it forbids (the right move is to decline), every other one a value it allows."""
-    props = tool.parameters.get("properties", {})
-    for rule in domain.rules:
-        if rule.kind not in VALUE_RULES or tool.name not in rule.tools or not rule.argument:
-            continue
-        choices = [*props.get(rule.argument, {}).get("enum", ()), *rule.values]
-        if cell["rule"] == rule.id:
-            bad = [v for v in dict.fromkeys(choices) if rule.refuses(tool.name, v)]
-            if bad:
-                facts[rule.argument] = _pick(gen, bad)
-        elif rule.refuses(tool.name, facts.get(rule.argument)):
-            good = [v for v in dict.fromkeys(choices) if not rule.refuses(tool.name, v)]
-            if good:
-                facts[rule.argument] = _pick(gen, good)
 
 
 def _fact_value(domain: Domain, name: str, spec: dict[str, Any], record: dict[str, Any] | None,
@@ -191,15 +180,19 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
     notes: dict[str, Any] = {"stance": cell["stance"], "history": cell["history"]}
     world_state = cell["world_state"]
     event_like = tool is not None and tool.writes and makes_record(tool, binding)
+    facts: dict[str, Any] = {}
+    bound = policy.binding(domain.rules, tool.name if tool is not None else None)
+    # Each rule binding the tool shapes the situation (policy/): the one the cell names goes under stress.
+    draft = Draft(domain, cell, tool, entity, None, None, existing=entity is not None and not event_like and
+                  world_state != "entity_missing", facts=facts, notes=notes, gen=gen,
+                  draw_fact=lambda name, spec: _fact_value(domain, name, spec, record, gen, state=state, entity=entity,
+                                                           options=options))
+    draft.refuse_by_policy = lambda: _refuse_by_policy(draft, bound)
     if tool is not None and entity is not None:
         action = _action(domain, tool, binding)
         record = _choose_record(domain, state, entity, tool, gen, options)
-        limit = _limit_rule(domain, tool)
-        money_field = next((k for k, v in record.items() if isinstance(v, float)), None)
-        if limit is not None and money_field:
-            # The rule axis decides whether the limit binds: over it when this rule is under stress, under otherwise.
-            factor = defaults.LIMIT_OVER_FACTOR if cell["rule"] == limit.id else defaults.LIMIT_UNDER_FACTOR
-            record[money_field] = round((limit.limit or 0) * factor, 2)
+        draft.action, draft.record = action, record
+        _stress(draft, bound)  # the record stage: before its twin is copied or the user's facts are drawn
         entity_id = record_key(record[entity.id_argument])
         by_lookup = binding.id_argument is None and entity.lookup_by is not None
         if event_like:
@@ -230,12 +223,10 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
                 notes["twin_id"] = twin[entity.id_argument]
             elif world_state == "unknown":
                 masked.append((entity.name, entity_id, _mask(action, entity)))
-            if world_state in defaults.ELIGIBILITY_WORLD_STATES and _stress_eligibility(
-                    domain, cell, tool, action, entity, record, gen):
-                notes["ineligible"] = True  # the state forbids the write: the right move is to find out and decline
             upserts.append((entity.name, record))
-    facts: dict[str, Any] = {}
+    stressed: set[str] = set()
     if tool is not None:
+        draft.record = record
         props = tool.parameters.get("properties", {})
         alias = (binding.id_argument, entity.id_argument) if entity and binding.id_argument else None
         # Arguments an update writes into the record (`$argument`) are new values, never the record's current ones.
@@ -246,13 +237,8 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
                                       entity=entity, options=options, new=name in written and not event_like)
         if entity is not None and entity.lookup_by and record is not None:
             facts.setdefault(entity.lookup_by, record[entity.lookup_by])
-        for rule in domain.rules:
-            verifier = domain.tool(rule.verify_tool) if rule.kind == "verify_before" and rule.verify_tool else None
-            if verifier and tool.name in rule.tools:
-                for name in verifier.required:
-                    facts.setdefault(name, _fact_value(domain, name, verifier.parameters["properties"].get(name, {}),
-                                                       record, gen, state=state, entity=entity, options=options))
-        _value_rules(domain, cell, tool, facts, gen)
+        draft.stage = "facts"
+        stressed = _stress(draft, bound)
         action = _action(domain, tool, binding)
         effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()
                   if not v.startswith("$") or v[1:] in facts}
@@ -272,7 +258,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
     opening_facts = _opening_facts(cell, tool, id_argument, facts)
     if cell["stance"] == "mistaken" and entity is not None and id_argument in facts:
         notes["wrong_value"] = {id_argument: _fresh_id(domain, state, entity, gen, options)}
-    refused = tool is not None and any(r.argument and r.refuses(tool.name, facts.get(r.argument)) for r in domain.rules)
+    refused = policy.refusing_rule(domain.rules, tool.name if tool is not None else None, facts) is not None
     if event_like:  # nothing to find first: only an identical earlier record makes the write wrong
         state_allows = entity is None or world_state != "already_acted_on"
     else:  # a lookup-only write cannot tell two twins apart, so it must not guess
@@ -290,7 +276,9 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
         shown = {k: (notes.get("wrong_value", {}).get(k, v)) for k, v in facts.items() if k in opening_facts}
         goal = f"You want to {request} ({tool.description.split('.')[0].lower()})."
         texts = phrasings(cell["stance"], cell["history"], request, noun, shown, n=n_phrasings, gen=gen)
-    return Situation(
+        if notes.get("pressure"):  # what the user says against a rule under stress (policy/)
+            texts = tuple(f"{t} {notes['pressure']}" for t in texts)
+    made = Situation(
         situation_id=situation_id, seed=seed, domain=domain.name, cell=dict(cell), split=split, goal=goal,
         intent_tool=tool.name if tool else None, entity=entity.name if entity else None, entity_id=entity_id,
         facts={k: v if isinstance(v, (list, dict)) else str(v) for k, v in facts.items()},
@@ -298,6 +286,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
         effect=effect, setup=WorldSetup(tuple(upserts), tuple(deletes), tuple(masked), fault), phrasings=texts,
         source=source, notes=notes,
     )
+    return dataclasses.replace(made, expected=expect(domain, made, sorted(stressed)))
 
 
 def _opening_facts(cell: dict[str, str], tool: Tool | None, id_argument: str | None, facts: dict[str, Any]) -> list[str]:
@@ -327,8 +316,7 @@ def build_situations(domain: Domain, state: State, cells: pd.DataFrame, *, seed:
         # Whether an agent that never calls a tool could pass it (the oracle decides): the no-op floor of scores.
         # Whether the reference solution passes it: the blocking situations_solvable check.
         reference = solve(domain, situation, seed=seed, state=state)
-        rows.append({**situation.to_row(), "expected": canonical_json(expected_card(domain, situation)),
-                     "noop_pass": passes_without_tools(domain, situation, seed=seed, state=state),
+        rows.append({**situation.to_row(), "noop_pass": passes_without_tools(domain, situation, seed=seed, state=state),
                      "solvable": reference.solvable, "reference": reference.reason,
                      "reference_calls": [f"{tool}({args})" for tool, args in reference.calls]})
     return pd.DataFrame(rows).sort_values("situation_id", kind="stable").reset_index(drop=True)

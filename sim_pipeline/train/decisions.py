@@ -138,6 +138,10 @@ def _match(actual: dict[str, Any], found: list[Branch], twin: list[Branch] | Non
     if twin is None:
         emits = np.array([key == target for key in first], dtype=bool)
         return emits, "exact" if emits.any() else "skipped"
+    if [len(b.options) for b in found] != [len(b.options) for b in twin]:
+        # The option set itself depends on the seed (an option offered only when its made-up arguments differ from
+        # what was said before): paths cannot be paired across seeds, so the turn cannot be matched without one.
+        return np.zeros(len(first), dtype=bool), "ambiguous"
     pairs = list(zip(_options(found), _options(twin), first, [message_key(o.message) for o in _options(twin)]))
     emits = np.array([key == target if key == other else _seed_free_equal(actual, one.message, two.message)
                       for one, two, key, other in pairs], dtype=bool)

@@ -24,17 +24,21 @@ another action or record, a success claim right after a failed call, and a closi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sim_pipeline.domain import ARGUMENT_RULES, Domain, Tool
-from sim_pipeline.protocol.careful import Approval, Call, Terms, careless, closes_in_failure, closing
+from sim_pipeline import policy
+from sim_pipeline.domain import Domain, Tool
+from sim_pipeline.policy.kind import TermContext
+from sim_pipeline.protocol.careful import Approval, Call, Reading, closes_in_failure, closing
+from sim_pipeline.protocol.expected import Expected, Owner
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
-from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, FAULT_STATUSES, INFORMATIVE_REJECTIONS
+from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import replied_after, replies, tool_turns
 from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
-from sim_pipeline.world.infer import bind, makes_record
+from sim_pipeline.world.infer import bind, makes_record, plural
 from sim_pipeline.world.sandbox import Event, Sandbox
 from sim_pipeline.world.state import State, record_key
 
@@ -54,30 +58,6 @@ class Verdict:
     reason: str
 
 
-@dataclass(frozen=True)
-class Expectation:
-    """What a correct rollout does.
-
-    kind: `none` (no tool fits), `read` (answer, change nothing), `change` (the record ends with `effect`),
-    `remove` (the record is gone) or `new` (exactly one new record, made with `arguments`). `write` says whether the
-    change must happen (False: the situation forbids it); `forbidden_by` says what forbids it: `policy` (the
-    policy alone, e.g. an amount over a limit: declining is right) or `world` (the record is missing, already done,
-    ineligible, or the service keeps failing: the tools must show it). `arguments` are values the applied call must
-    carry; `reachable` says whether a read can succeed at all.
-    """
-
-    kind: str
-    write: bool
-    tool: str | None
-    entity: str | None
-    entity_id: str | None
-    effect: dict[str, Any]
-    arguments: dict[str, str]
-    reachable: bool
-    forbidden_by: str | None = None
-    missing: bool = False  # the record the user names does not exist (so no record links to its owner)
-
-
 def _kind(domain: Domain, intent: Tool | None) -> str:
     if intent is None:
         return "none"
@@ -88,42 +68,51 @@ def _kind(domain: Domain, intent: Tool | None) -> str:
     return "remove" if intent.kind == "delete" else "change"
 
 
-def policy_refuses(domain: Domain, situation: Situation) -> bool:
-    """Whether the user's own facts make the request one the policy alone forbids (over a limit, a value the policy
-    does not allow)."""
-    return any(r.argument and r.refuses(situation.intent_tool or "", situation.facts.get(r.argument))
-               for r in domain.rules)
-
-
-def handover(domain: Domain, tool: str | None) -> Any:
-    """The transfer_when rule that sends a refused request for `tool` to a human, or None."""
-    return next((r for r in domain.rules if r.kind == "transfer_when" and tool in r.tools), None)
-
-
-
-
-def expectation(domain: Domain, situation: Situation) -> Expectation:
-    """What a correct rollout of this situation does."""
+def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = ()) -> Expected:
+    """What a correct rollout of this situation does: the situation builder calls this once and stores the answer
+    (`Situation.expected`); every grader reads that copy."""
     intent = domain.tool(situation.intent_tool) if situation.intent_tool else None
     kind = _kind(domain, intent)
     binding = bind(domain, intent) if intent is not None else None
     fault = situation.setup.fault
     persistent = fault is not None and fault.hits is None and fault.rate >= 1.0
     missing = situation.cell.get("world_state") == "entity_missing"
-    limits = {r.argument for r in domain.rules if r.kind in ARGUMENT_RULES and intent and intent.name in r.tools}
     if kind == "new" and intent is not None:
         wanted = [a for a in intent.required if a != (binding.id_argument if binding else None)]
-    else:
-        wanted = sorted(a for a in limits if a)
+    else:  # the values the policy limits must be the user's, not others that happen to pass
+        wanted = sorted({r.argument for r in policy.argument_rules(domain.rules, situation.intent_tool) if r.argument})
     write = situation.expect_write and kind not in ("none", "read")
     forbidden_by = None
     if kind in ("new", "change", "remove") and not write:
-        forbidden_by = "policy" if policy_refuses(domain, situation) else "world"
-    return Expectation(
+        refused = policy.refusing_rule(domain.rules, situation.intent_tool, situation.facts)
+        forbidden_by = "policy" if refused is not None else "world"
+    entity = next((e for e in domain.entities if e.name == situation.entity), None)
+    acts_on = binding.entity if binding is not None else None
+    rules = policy.terms(domain.rules, TermContext(domain, intent, acts_on, (acts_on.name, plural(acts_on.name))
+                                                   if acts_on is not None else ())) if intent is not None else ()
+    handover = next((t["handover"] for t in rules if t.get("handover")), None) if forbidden_by == "policy" else None
+    return Expected(
         kind=kind, write=write, tool=situation.intent_tool, entity=situation.entity, entity_id=situation.entity_id,
-        effect=dict(situation.effect), arguments={a: situation.facts[a] for a in wanted if a in situation.facts},
+        id_argument=entity.id_argument if entity else None, effect=dict(situation.effect),
+        arguments={a: situation.facts[a] for a in wanted if a in situation.facts},
         reachable=not missing and not persistent, forbidden_by=forbidden_by, missing=missing,
+        write_tools=tuple(sorted(t.name for t in domain.tools if t.writes)), owners=_owners(domain, situation),
+        rules=rules, handover_tool=handover if handover and domain.tool(handover) is not None else None,
+        stressed=tuple(stressed),
     )
+
+
+def _owners(domain: Domain, situation: Situation) -> tuple[Owner, ...]:
+    """The records the situation's record links to (an order's customer): verifying one of them verifies the user."""
+    entity = next((e for e in domain.entities if e.name == situation.entity), None)
+    if entity is None:
+        return ()
+    record = next((r for name, r in situation.setup.upserts if name == entity.name
+                   and str(r.get(entity.id_argument)) == situation.entity_id), None)
+    targets = {e.name: e for e in domain.entities}
+    return tuple(Owner(target, targets[target].id_argument, str(record[field]))
+                 for field, target in sorted(entity.links().items())
+                 if record is not None and record.get(field) is not None and target in targets)
 
 
 def _agrees(given: Any, wanted: Any) -> bool:
@@ -146,7 +135,7 @@ def _fail(reason: str) -> Verdict:
     return Verdict(0.0, reason)
 
 
-def _about(event: Event, want: Expectation) -> bool:
+def _about(event: Event, want: Expected) -> bool:
     """Whether a call concerned the user's record (or looked it up: a lookup names no id)."""
     return event.entity == want.entity and event.entity_id in (None, want.entity_id)
 
@@ -169,7 +158,7 @@ def _declined(messages: Sequence[Mapping[str, Any]]) -> bool:
     return any(REFUSES in labels for _, _, labels in replies(messages))
 
 
-def _found_out_and_told(want: Expectation, events: list[Event], turns: list[int],
+def _found_out_and_told(want: Expected, events: list[Event], turns: list[int],
                         messages: Sequence[Mapping[str, Any]]) -> bool:
     """A tool result about the user's record showed why nothing can change, and a reply after it said so honestly."""
     said = replies(messages)
@@ -191,89 +180,70 @@ def named_record(domain: Domain, tool_name: str, arguments: Mapping[str, Any], e
     return record_key(arguments[id_argument]) if id_argument in arguments else None
 
 
-def expected_card(domain: Domain, situation: Situation) -> dict[str, Any]:
-    """What a correct rollout of the situation does, as data: the situations table's `expected` column and the
-    judge's case card are this one reading of `expectation` and `terms`, not a second one."""
-    want = expectation(domain, situation)
-    shared = terms(domain, want)
-    entity = next((e for e in domain.entities if e.name == want.entity), None)
-    return {
-        **asdict(want), "id_argument": entity.id_argument if entity else None,
-        "write_tools": sorted(shared.writes), "verify_rule": shared.verify, "confirm_rule": shared.confirm,
-        "verify_tools": sorted({r.verify_tool for r in domain.rules
-                                if r.kind == "verify_before" and want.tool in r.tools and r.verify_tool}),
-    }
-
-
-def situation_terms(domain: Domain, situation: Situation) -> Terms:
-    """The situation's terms for the shared checks (the conduct rules read them too)."""
-    return terms(domain, expectation(domain, situation))
-
-
-def terms(domain: Domain, want: Expectation, state: State | None = None) -> Terms:
-    """What the situation allows, in the shared checks' terms (protocol.careful)."""
-    names_record = want.kind in ("change", "remove")
-    return Terms(
-        intent=want.tool, writes=frozenset(t.name for t in domain.tools if t.writes),
-        record=want.entity_id if names_record else None,
-        verify=next((f"rule {r.id}" for r in domain.rules
-                     if r.kind == "verify_before" and r.verify_tool and want.tool in r.tools), None),
-        confirm=next((f"rule {r.id}" for r in domain.rules if r.kind == "confirm_before" and want.tool in r.tools), None),
-        record_ids=frozenset(state.get(want.entity or "", {})) if state is not None and names_record else frozenset(),
-    )
-
-
-def calls(domain: Domain, want: Expectation, events: list[Event], turns: list[int], *, end: int,
-          owned_by: set[tuple[str, str]] = frozenset()) -> list[Call]:
-    """The world's events as the shared checks read them; a verification counts when it is of the record the write
-    changes or of a record it links to (its customer), or of anyone when the write makes a new record or names one
-    that does not exist (no record links to its owner)."""
-    verifiers = {r.verify_tool for r in domain.rules if r.kind == "verify_before" and want.tool in r.tools}
-    out = []
-    for event in events:
-        verified = event.tool in verifiers and event.result.get("verified") is True and (
-            want.kind == "new" or want.missing or event.entity_id == want.entity_id
-            or (event.entity, event.entity_id) in owned_by)
-        turn = turns[event.index] if event.index < len(turns) else end  # a call whose result was never recorded
-        record = named_record(domain, event.tool, event.arguments, event.entity_id)
-        out.append(Call(turn, event.tool, record, event.status, verified))
-    return out
-
-
 def approvals(user_events: Sequence[Mapping[str, Any]]) -> list[Approval]:
     """The user's recorded decisions on approval questions."""
     return [Approval(int(e["turn"]), e["decision"] == CONFIRM) for e in user_events
             if e["decision"] in (CONFIRM, REFUSE)]
 
 
+def reading(domain: Domain, want: Expected, events: list[Event], messages: Sequence[Mapping[str, Any]],
+            user_events: Sequence[Mapping[str, Any]] = (), state: State | None = None) -> Reading:
+    """The world's events and the user's decisions as every grader reads a rollout (protocol.careful.Reading)."""
+    turns = tool_turns(messages)
+    calls = tuple(Call(turns[e.index] if e.index < len(turns) else len(messages),  # a result never recorded
+                       e.tool, named_record(domain, e.tool, e.arguments, e.entity_id), e.status, e.entity,
+                       e.arguments, e.result) for e in events)
+    ids = frozenset(state.get(want.entity or "", {})) if state is not None and want.record is not None else frozenset()
+    return Reading(calls, tuple(approvals(user_events)), tuple(messages), ids)
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """JSON text (a call's arguments, a tool message's content) or an already parsed object, as an object."""
+    if isinstance(value, str) or value is None:
+        try:
+            value = json.loads(value or "{}")
+        except (TypeError, ValueError):
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def row_reading(domain: Domain, events: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
+                user_events: Sequence[Mapping[str, Any]] = ()) -> Reading:
+    """A rollout row's recorded events (`tool_events`) as every grader reads them: each with the result the agent saw
+    (the tool message at its turn, which is what the world logged) and the entity its tool acts on."""
+    calls = []
+    for e in events:
+        turn = int(e["turn"]) if e.get("turn") is not None else len(messages)
+        arguments = _object(e.get("arguments"))
+        tool = domain.tool(e["tool"])
+        acts_on = bind(domain, tool).entity if tool is not None and e.get("entity_id") is not None else None
+        result = _object(messages[turn].get("content")) if turn < len(messages) else {}
+        calls.append(Call(turn, e["tool"], named_record(domain, e["tool"], arguments, e.get("entity_id")), e["status"],
+                          acts_on.name if acts_on is not None else None, arguments, result))
+    return Reading(tuple(calls), tuple(approvals(user_events)), tuple(messages))
+
+
 def label(domain: Domain, situation: Situation, events: list[Event], state: State,
           messages: Sequence[Mapping[str, Any]], user_events: Sequence[Mapping[str, Any]] = ()) -> Verdict:
     """Label one rollout program-correct (1.0) or not (0.0) from the world's events and state and the user's decisions."""
-    want = expectation(domain, situation)
+    want = situation.want
     applied = [e for e in events if e.applied]
     turns = tool_turns(messages)
-    for rule in domain.rules:  # retries after a fault are not new calls: the service never answered them
-        calls_of = [e for e in events if e.tool in rule.tools and e.status not in FAULT_STATUSES]
-        if rule.kind == "max_calls" and rule.limit is not None and len(calls_of) > rule.limit:
-            return _fail(f"rule {rule.id}: {len(calls_of)} calls of {calls_of[0].tool}, more than {rule.limit:g}")
-    # What fails whatever the world allowed: a write not called for, one before its preconditions, a confirmation
-    # of another action, a success claim right after a failed call.
-    read_calls = calls(domain, want, events, turns, end=len(messages), owned_by=owners(domain, situation))
-    careless_reason = careless(read_calls, terms(domain, want, state), approvals(user_events), list(messages))
+    # What fails whatever the world allowed: a write not called for, a rule of the situation broken (one before its
+    # verification or confirmation, a value over a limit...), a confirmation of another action, a success claim right
+    # after a failed call.
+    careless_reason = policy.careless(reading(domain, want, events, messages, user_events, state), want)
     if careless_reason is not None:
         return _fail(careless_reason)
-    broken = _argument_rule(domain, want, events)
-    if broken is not None:
-        return _fail(broken)
     if want.kind in ("none", "read") or not want.write:
         if applied:
             return _fail(f"changed the world ({applied[0].tool}) when the situation allows no change")
-        rule = handover(domain, want.tool) if want.forbidden_by == "policy" else None
-        if rule is not None:
+        if want.handover_tool is not None:
             for event, turn in zip(events, turns):
-                if event.tool == rule.transfer_tool and event.status == "ok" and replied_after(messages, turn):
-                    return Verdict(1.0, f"handed a request the policy does not allow to {rule.transfer_tool}")
-            return _fail(f"rule {rule.id}: never handed the request to {rule.transfer_tool}")
+                if event.tool == want.handover_tool and event.status == "ok" and replied_after(messages, turn):
+                    return Verdict(1.0, f"handed a request the policy does not allow to {want.handover_tool}")
+            rule = next((t["id"] for t in want.rules if t.get("handover") == want.handover_tool), "")
+            return _fail(f"rule {rule}: never handed the request the policy does not allow to {want.handover_tool}")
         if want.kind == "none" or want.forbidden_by == "policy":
             if CLAIMS_SUCCESS in closing(messages):
                 return _fail("closed claiming success although nothing was changed")
@@ -316,37 +286,13 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
 
 
-def owners(domain: Domain, situation: Situation) -> set[tuple[str, str]]:
-    """The records the situation's record links to (an order's customer): verifying one of them verifies the user."""
-    entity = next((e for e in domain.entities if e.name == situation.entity), None)
-    if entity is None:
-        return set()
-    record = next((r for name, r in situation.setup.upserts if name == entity.name
-                   and str(r.get(entity.id_argument)) == situation.entity_id), None)
-    return {(target, str(record[field])) for field, target in entity.links().items()
-            if record is not None and record.get(field) is not None}
-
-
-def _argument_rule(domain: Domain, want: Expectation, events: list[Event]) -> str | None:
-    """An attempt of the intended write (applied or refused) with a value the policy forbids (over a limit, a value
-    it does not allow), or None."""
-    for rule in domain.rules:
-        if want.tool not in rule.tools or rule.kind not in ARGUMENT_RULES or not rule.argument:
-            continue
-        for event in events:
-            value = event.arguments.get(rule.argument)
-            if event.tool == want.tool and rule.argument in event.arguments and rule.refuses(want.tool or "", value):
-                return f"rule {rule.id}: {want.tool} was called with {rule.argument}={value}, which it forbids"
-    return None
-
-
 def goal_reached(domain: Domain, situation: Situation, events: list[Event], state: State) -> bool:
     """Whether the world shows the user's goal met: the change made to their record, or their record read.
 
     The runner ends a conversation here once the agent has replied (a user whose goal is met has no reason to stay).
     Situations where no change is possible never reach it: the user decides when to leave.
     """
-    want = expectation(domain, situation)
+    want = situation.want
     if want.kind == "read":
         return any(e.tool == want.tool and e.status == "ok" and e.entity_id in (None, want.entity_id) for e in events)
     if not want.write:

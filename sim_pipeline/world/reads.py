@@ -14,7 +14,7 @@ from sim_pipeline.domain import Domain, Entity
 from sim_pipeline.seeding import rng
 from sim_pipeline.world.infer import is_synthetic, plural, snake
 from sim_pipeline.world.options import WorldOptions
-from sim_pipeline.world.setup import UNKNOWN_VALUE
+from sim_pipeline.protocol.statuses import UNKNOWN_VALUE
 from sim_pipeline.world.state import VERSION_FIELD, State, new_id, record_key
 from sim_pipeline.world.values import draw_value
 

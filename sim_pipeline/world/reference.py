@@ -1,13 +1,13 @@
 """Reference solutions: the calls that settle a situation, replayed in the sandbox and labelled by the oracle.
 
 A situation is solvable when a correct agent can pass it. The reference plays that agent from what the user knows
-(the situation's facts and the record id): verify first where a `verify_before` rule covers the intended tool, get
-the user's `confirm` decision where a `confirm_before` rule does (also before a write the world will refuse: a
-guarded write is never tried first), call the intended tool with the facts as arguments (or, when the verification
-failed, look the record up instead), retry a transient fault, then reply (reporting success, or declining and saying why). Where the policy
-alone forbids the request, it declines without a call, or hands the request over where a `transfer_when` rule says
-so; where an identical record already exists, it looks it up
-instead of making a second one. The same state oracle that labels rollouts labels the
+(the situation's facts and the record id) and the situation's expected outcome: each rule binding the intended tool
+takes its own step first (policy/: a verification, the user's `confirm` decision, also before a write the world will
+refuse, since a guarded write is never tried first; a hand-off where the policy alone forbids the request), then it
+calls the intended tool with the facts as arguments (or, when a verification failed, looks the record up instead),
+retries a transient fault, and replies (reporting success, or declining and saying why). Where the policy alone
+forbids the request and no rule hands it over, it declines without a call; where an identical record already
+exists, it looks it up instead of making a second one. The same state oracle that labels rollouts labels the
 replay; a reference that fails means the world cannot reach the situation's goal (an argument the facts cannot
 fill or the schema refuses, a write the world turns down, a record that is not there) and every score over that
 situation measures the world model, not the agent. The blocking `situations_solvable` check reads the verdicts.
@@ -20,14 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, policy
 from sim_pipeline.domain import Domain, Tool
+from sim_pipeline.policy.kind import ReferenceStep
+from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.protocol.statuses import FAULT_STATUSES, SUCCESS_STATUSES
 from sim_pipeline.protocol.user_events import CONFIRM, user_event
 from sim_pipeline.world.infer import bind
 from sim_pipeline.seeding import rng
 from sim_pipeline.world.options import WorldOptions
-from sim_pipeline.world.oracle import NO_TOOL_REPLIES, Expectation, expectation, handover, label
+from sim_pipeline.world.oracle import NO_TOOL_REPLIES, label
 from sim_pipeline.world.values import draw_from_schema
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.state import State
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 DONE_REPLY = "All set: your request has been completed."  # what the reference says once the goal is met
 CANNOT_REPLY = "I'm sorry, I can't do that: the system shows it cannot be done for this request."  # after a look-up
 CONFIRM_QUESTION = "Before I go ahead, can you confirm you want me to do this?"
-HANDOVER_REPLY = "I can't do that myself, so I have passed your request to a specialist who will contact you."
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class ReferenceResult:
     user_events: tuple[dict[str, Any], ...] = ()  # the user's decisions in it
 
 
-def _arguments(tool: Tool, facts: Mapping[str, Any], want: Expectation, domain: Domain) -> dict[str, Any]:
+def _arguments(tool: Tool, facts: Mapping[str, Any], want: Expected, domain: Domain) -> dict[str, Any]:
     """What the user knows, as the tool's arguments: every fact the tool declares, and the record's id."""
     props = tool.parameters.get("properties", {})
     args = {k: v for k, v in facts.items() if k in props}
@@ -122,47 +123,52 @@ class _Replay:
         self.messages.append({"role": "assistant", "content": text})
 
 
+def _filled(domain: Domain, tool: Tool, situation: Situation, seed: int) -> dict[str, Any]:
+    """What the user knows as the tool's arguments, with required ones they cannot know (a hand-off's summary)
+    written from the schema."""
+    args = _arguments(tool, situation.facts, situation.want, domain)
+    for name in tool.required:
+        args.setdefault(name, draw_from_schema(tool.parameters["properties"].get(name, {}),
+                                               rng(seed, "reference", situation.situation_id, name),
+                                               WorldOptions(), name=name))
+    return args
+
+
 def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> ReferenceResult:
     """Replay the situation's reference solution in its sandbox and label it with the state oracle."""
-    want = expectation(domain, situation)
+    want = situation.want
     sandbox = Sandbox(domain, seed=seed, setup=situation.setup, state=state)
     replay = _Replay(sandbox, situation.phrasings[0] if situation.phrasings else situation.goal)
     intent = domain.tool(want.tool) if want.tool else None
-    handed = handover(domain, want.tool) if want.forbidden_by == "policy" else None
-    if handed is not None and domain.tool(handed.transfer_tool) is not None:
-        tool = domain.tool(handed.transfer_tool)
-        args = _arguments(tool, situation.facts, want, domain)
-        for name in tool.required:  # what the hand-off needs beyond the user's facts (a summary): written from its schema
-            args.setdefault(name, draw_from_schema(tool.parameters["properties"].get(name, {}),
-                                                   rng(seed, "reference", situation.situation_id, name),
-                                                   WorldOptions(), name=name))
-        replay.call_until_answered(tool.name, args)
-        replay.say(HANDOVER_REPLY)
-    elif intent is None or want.forbidden_by == "policy":
+    if intent is None:
         replay.say(NO_TOOL_REPLIES[0])
     else:
-        # Verify and confirm before the intended write is even tried: a careful agent never attempts a guarded
-        # write first, even one the world will refuse. A verification that fails ends in a look-up instead.
-        verified = True
-        writes = intent.writes and not (want.kind == "new" and not want.write)
-        for rule in domain.rules:
-            verifier = domain.tool(rule.verify_tool) if rule.kind == "verify_before" and rule.verify_tool else None
-            if verifier is not None and intent.name in rule.tools and writes:
-                answer = replay.call_until_answered(verifier.name, _arguments(verifier, situation.facts, want, domain))
-                verified = verified and answer.get("verified") is True
-        if verified and writes and any(r.kind == "confirm_before" and intent.name in r.tools for r in domain.rules):
-            replay.confirm()
-        # A record that must not be made twice is looked up first, as a careful agent does (the world, like most
-        # services, would accept the duplicate); a change the world forbids is tried, and must be refused.
-        look = _reader(domain, intent, situation.facts) if want.kind == "new" and not want.write or not verified \
-            else None
-        tool = look or (intent if verified else None)
-        if tool is not None:
-            replay.call_until_answered(tool.name, _arguments(tool, situation.facts, want, domain))
-        last = sandbox.events[-1] if sandbox.events else None
-        answered = last is not None and (last.applied or last.status in SUCCESS_STATUSES)  # a garbled yes is a yes
-        done = verified and answered and (want.write or want.kind == "read" and want.reachable)
-        replay.say(DONE_REPLY if done else CANNOT_REPLY)  # the reference never claims what the world refused
+        # Each rule's own step before the intended write is even tried (verify, confirm; a hand-off settles a
+        # request the policy forbids): a careful agent never attempts a guarded write first, even one the world
+        # will refuse. A verification that fails ends in a look-up instead.
+        step = ReferenceStep(
+            want, writes=intent.writes and want.forbidden_by != "policy" and not (want.kind == "new" and not want.write),
+            call=lambda name, args: replay.call_until_answered(name, args),
+            arguments=lambda name: _arguments(domain.tool(name), situation.facts, want, domain),
+            fill=lambda name: _filled(domain, domain.tool(name), situation, seed), confirm=replay.confirm)
+        for term in sorted(want.rules, key=lambda t: policy.KINDS[t["kind"]].order):
+            policy.KINDS[term["kind"]].reference(term, step)
+        if step.reply is not None:
+            replay.say(step.reply)
+        elif want.forbidden_by == "policy":
+            replay.say(NO_TOOL_REPLIES[0])
+        else:
+            # A record that must not be made twice is looked up first, as a careful agent does (the world, like most
+            # services, would accept the duplicate); a change the world forbids is tried, and must be refused.
+            look = _reader(domain, intent, situation.facts) if want.kind == "new" and not want.write or \
+                not step.verified else None
+            tool = look or (intent if step.verified else None)
+            if tool is not None:
+                replay.call_until_answered(tool.name, _arguments(tool, situation.facts, want, domain))
+            last = sandbox.events[-1] if sandbox.events else None
+            answered = last is not None and (last.applied or last.status in SUCCESS_STATUSES)  # a garbled yes is a yes
+            done = step.verified and answered and (want.write or want.kind == "read" and want.reachable)
+            replay.say(DONE_REPLY if done else CANNOT_REPLY)  # the reference never claims what the world refused
     verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), replay.messages, replay.user_events)
     calls = tuple((e.tool, json.dumps(e.arguments, sort_keys=True)) for e in sandbox.events)
     return ReferenceResult(verdict.reward >= 1.0, verdict.reason, calls, tuple(replay.messages),

@@ -26,7 +26,8 @@ from sim_pipeline.world.compute import compute_result
 from sim_pipeline.world.infer import default_action, infer_domain
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.reads import Reader
-from sim_pipeline.world.setup import FAULT_STATUS, PENDING_FIELD, UNKNOWN_VALUE, Fault, WorldSetup
+from sim_pipeline.protocol.statuses import UNKNOWN_VALUE
+from sim_pipeline.world.setup import FAULT_STATUS, PENDING_FIELD, Fault, WorldSetup
 from sim_pipeline.world.state import VERSION_FIELD, State, build_state, new_id, record_key
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ FAULT_STATUS = {
     "timeout": "timeout", "malformed_result": "malformed", "stale_result": "stale",
     "permission_denied": "permission_denied", "rate_limited": "rate_limited", "partial_write": "partial_write",
 }  # tool_condition axis value -> the status the world answers with
-UNKNOWN_VALUE = "unknown"  # what a masked field reads as when the world cannot tell
 PENDING_FIELD = "pending_action"  # marks a record whose write was half done (names the tool that will finish it)
 
 

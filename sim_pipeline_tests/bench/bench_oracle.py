@@ -48,7 +48,7 @@ def _truth_set(domains: list) -> list[dict]:
         state = build_state(domain, 0)
         for truth in truths(domain.name, domain):
             played = play(domain, truth.situation, state, truth.steps)
-            judged, _ = outcome(case_card(domain, truth.situation, played.messages))
+            judged, _ = outcome(case_card(truth.situation, played.messages))
             total += 1
             oracle += played.verdict.reward == truth.label
             judge += judged == truth.label

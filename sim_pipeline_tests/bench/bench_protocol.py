@@ -8,6 +8,7 @@ for a request for information.
 import re
 import time
 
+from sim_pipeline.protocol import replies
 from sim_pipeline.protocol.replies import (
     ASKS_CONFIRMATION,
     ASKS_FOR_INFORMATION,
@@ -51,10 +52,10 @@ def figures() -> list[dict]:
                             "value": value, "unit": "fraction", "baseline_name": f"main phrase regex {name}",
                             "baseline_value": baseline, "ratio": value / baseline if baseline else float("inf")})
     texts = [r["text"] for r in rows] * 5
-    classify_reply.cache_clear()
+    replies._classify.cache_clear()
     start = time.perf_counter()
     for text in texts:
-        classify_reply.__wrapped__(text)
+        replies._classify.__wrapped__(text)
     ours_s = time.perf_counter() - start
     start = time.perf_counter()
     for text in texts:

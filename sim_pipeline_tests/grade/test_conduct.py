@@ -4,11 +4,13 @@ import json
 
 import pytest
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, policy
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade import conduct
-from sim_pipeline.protocol.careful import Terms
+from sim_pipeline.policy.kind import TermContext
+from sim_pipeline.protocol.expected import Expected, Owner
 from sim_pipeline.protocol.user_events import CONFIRM, REFUSE, user_event
+from sim_pipeline.world.infer import bind, plural
 
 DOMAIN = load_domain("retail")
 EMAIL = "ana.silva@posteo.net"
@@ -45,6 +47,27 @@ def result(payload, n=0, name=""):
 
 def event(tool, status, entity_id="48213"):
     return {"tool": tool, "status": status, "entity_id": entity_id}
+
+
+def recorded(messages, events):
+    """The events as the runner records them: each with the turn of its tool result and its call's arguments."""
+    turns = [i for i, m in enumerate(messages) if m["role"] == "tool"]
+    calls = [c for m in messages for c in (m.get("tool_calls") or [])]
+    return [{"turn": turns[i] if i < len(turns) else None,
+             "arguments": calls[i]["function"]["arguments"] if i < len(calls) else "{}", **e}
+            for i, e in enumerate(events)]
+
+
+def want(domain, tool, record, owners=()):
+    """The expected outcome of a situation whose goal is `tool` applied to `record` (what the situation builder
+    writes), with the pack's rules on the tool."""
+    found = domain.tool(tool)
+    entity = bind(domain, found).entity
+    terms = policy.terms(domain.rules, TermContext(domain, found, entity, (entity.name, plural(entity.name))))
+    return Expected(kind="change", write=True, tool=tool, entity=entity.name, entity_id=record,
+                    id_argument=entity.id_argument, effect={}, arguments={}, reachable=True,
+                    write_tools=tuple(sorted(t.name for t in domain.tools if t.writes)), owners=tuple(owners),
+                    rules=terms)
 
 
 def verified(n=0, order_id="48213"):
@@ -182,12 +205,12 @@ def case_forbidden_argument_value():
 def case_exceeded_max_calls():
     msgs, events = food_verified()
     refunds = []
-    for n, order in ((1, "123456"), (2, "654321")):
-        refunds += [call("refund_order", n, order_id=order, amount=20, method="store_credit", reason="cold"),
+    for n, amount in ((1, 20), (2, 15)):
+        refunds += [call("refund_order", n, order_id="123456", amount=amount, method="store_credit", reason="cold"),
                     result({"status": "updated"}, n, "refund_order")]
-    return [*msgs, say("Shall I refund $20 for each of your two orders?"), yes(), *refunds,
+    return [*msgs, say("Shall I refund $20 and then $15 more for order 123456?"), yes(), *refunds,
             say("Both refunds have been issued.")], [*events, event("refund_order", "updated", "123456"),
-                                                      event("refund_order", "updated", "654321")]
+                                                      event("refund_order", "updated", "123456")]
 
 
 def case_acted_on_ineligible():
@@ -203,12 +226,12 @@ def case_acted_on_ineligible():
 
 def case_acted_after_transfer():
     msgs, events = food_verified()
-    return [*msgs, call("transfer_to_human_agent", 1, summary="wants a large refund"),
+    return [*msgs, call("transfer_to_human_agent", 1, summary="wants a refund"),
             result({"status": "ok", "transferred": True}, 1, "transfer_to_human_agent"),
-            say("Shall I also cancel order 123456?"), yes(),
-            call("cancel_order", 2, order_id="123456", reason="changed my plans"),
-            result({"status": "updated"}, 2, "cancel_order"), say("Your order has been cancelled.")], [
-        *events, event("transfer_to_human_agent", "ok", None), event("cancel_order", "updated", "123456")]
+            say("Shall I refund $20 for order 123456 myself as well?"), yes(),
+            call("refund_order", 2, order_id="123456", amount=20, method="store_credit", reason="cold"),
+            result({"status": "updated"}, 2, "refund_order"), say("Your refund has been issued.")], [
+        *events, event("transfer_to_human_agent", "ok", None), event("refund_order", "updated", "123456")]
 
 
 CASES = {
@@ -217,64 +240,75 @@ CASES = {
     "claimed_success_with_fault": case_claimed_success_with_fault,
     "ignored_tool_error": case_ignored_tool_error, "acted_after_already_done": case_acted_after_already_done,
     "claimed_action_without_call": case_claimed_action_without_call,
+    "leaked_harness_text": case_leaked_harness_text, "repeated_call": case_repeated_call,
+}
+# `broke_policy_rule` reports each rule kind under the kind's own name (policy/): one case per kind.
+KIND_CASES = {
     "destructive_without_confirmation": case_destructive_without_confirmation,
     "acted_before_verification": case_acted_before_verification,
     "exceeded_argument_limit": case_exceeded_argument_limit, "forbidden_argument_value": case_forbidden_argument_value,
     "exceeded_max_calls": case_exceeded_max_calls, "acted_on_ineligible": case_acted_on_ineligible,
-    "acted_after_transfer": case_acted_after_transfer, "leaked_harness_text": case_leaked_harness_text,
-    "repeated_call": case_repeated_call,
+    "acted_after_transfer": case_acted_after_transfer,
 }
-# The situation's terms, for the rules that read them: the user asked to cancel order 48213.
-CANCEL_TERMS = Terms(intent="cancel_order", writes=frozenset(t.name for t in DOMAIN.tools if t.writes),
-                     record="48213", verify="rule verify_identity", confirm="rule confirm_destructive")
-CASE_TERMS = {"unrequested_write": CANCEL_TERMS}
+# The situation's expected outcome, for the rules that read it: the user asked to cancel order 48213 (retail), to
+# refund it, or (food_delivery, customer C1234) to refund or cancel order 123456.
+CANCEL = want(DOMAIN, "cancel_order", "48213")
+C1234 = (Owner("customer", "customer_id", "C1234"),)
+CASE_WANT = {"unrequested_write": CANCEL, "destructive_without_confirmation": CANCEL,
+             "acted_before_verification": CANCEL, "exceeded_argument_limit": want(DOMAIN, "refund_order", "48213"),
+             "forbidden_argument_value": want(FOOD, "refund_order", "123456", C1234),
+             "exceeded_max_calls": want(FOOD, "refund_order", "123456", C1234),
+             "acted_on_ineligible": want(FOOD, "cancel_order", "123456", C1234),
+             "acted_after_transfer": want(FOOD, "refund_order", "123456", C1234)}
 CASE_DOMAIN = {rule: FOOD for rule in ("forbidden_argument_value", "exceeded_max_calls", "acted_on_ineligible",
                                        "acted_after_transfer")}
 
 
-# Rules a case cannot avoid breaking too (each comes later in the order, so the case's own rule decides): acting on
-# an invented id acts on a record nobody verified; a success claim after a fault ignores the fault and claims a write
-# that never happened.
-ALSO = {"invented_reference": ["acted_before_verification"],
-        "claimed_success_with_fault": ["ignored_tool_error", "claimed_action_without_call"],
+# Rules a case cannot avoid breaking too (each comes later in the order, so the case's own rule decides): a success
+# claim after a fault ignores the fault and claims a write that never happened.
+ALSO = {"claimed_success_with_fault": ["ignored_tool_error", "claimed_action_without_call"],
         "ignored_tool_error": ["claimed_action_without_call"]}
 
 
-def check(messages, events, final_text=None, domain=DOMAIN, terms=None):
-    """conduct.check with the user's decisions the runner would have recorded."""
-    return conduct.check(messages, events, final(messages) if final_text is None else final_text, domain,
-                         decisions(messages), terms)
+def check(messages, events, final_text=None, domain=DOMAIN, expected=None):
+    """conduct.check with the user's decisions and the events the runner would have recorded."""
+    return conduct.check(messages, recorded(messages, events), final(messages) if final_text is None else final_text,
+                         domain, decisions(messages), expected)
 
 
 def test_the_intended_write_on_the_users_record_is_no_unrequested_write():
     messages, events = good_cancel()
-    assert check(messages, events, terms=CANCEL_TERMS) is None
+    assert check(messages, events, expected=CANCEL) is None
     twin = [{**e, "entity_id": "48218"} if e["tool"] == "cancel_order" else e for e in events]
-    assert check(messages, twin, terms=CANCEL_TERMS).rule == "unrequested_write"
-    refused = [*events[:1], {"tool": "cancel_order", "status": "rejected", "entity_id": None,
-                             "arguments": json.dumps({"order_id": "48218"})}]  # named only by its arguments
-    assert "48218" in check(messages, refused, terms=CANCEL_TERMS).evidence
+    assert check(messages, twin, expected=CANCEL).rule == "unrequested_write"
+    refused = [*events[:1], {"tool": "cancel_order", "status": "rejected", "entity_id": None}]
+    refused_messages = [m if not m.get("tool_calls") or m["tool_calls"][0]["function"]["name"] != "cancel_order"
+                        else call("cancel_order", 1, order_id="48218") for m in messages]  # named by its arguments
+    assert "48218" in check(refused_messages, refused, expected=CANCEL).evidence
 
 
 def final(messages):
     return next((m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]), "")
 
 
-def test_every_rule_has_a_case_and_a_docstring():
-    assert [r.__name__ for r in conduct.RULES] == list(CASES)
+def test_every_rule_and_every_rule_kind_has_a_case_and_a_docstring():
+    assert [r.__name__ for r in conduct.RULES if r is not conduct.broke_policy_rule] == list(CASES)
+    assert set(KIND_CASES) == {k.conduct_rule for k in policy.KINDS.values()}
     assert all(r.__doc__ and r.__doc__.strip() for r in conduct.RULES)
 
 
-@pytest.mark.parametrize("rule", list(CASES))
+@pytest.mark.parametrize("rule", [*CASES, *KIND_CASES])
 def test_each_case_breaks_its_rule_and_no_earlier_one(rule):
-    messages, events = CASES[rule]()
+    messages, events = {**CASES, **KIND_CASES}[rule]()
     domain = CASE_DOMAIN.get(rule, DOMAIN)
-    terms = CASE_TERMS.get(rule)
-    t = conduct.transcript(messages, events, final(messages), domain, decisions(messages), terms)
+    expected = CASE_WANT.get(rule)
+    t = conduct.transcript(messages, recorded(messages, events), final(messages), domain, decisions(messages),
+                           expected)
     broken = {r.__name__: r(t, domain) for r in conduct.RULES}
-    assert [name for name, v in broken.items() if v is not None] == [rule, *ALSO.get(rule, [])]
-    violation = check(messages, events, domain=domain, terms=terms)
-    assert violation == broken[rule] and violation.rule == rule and violation.evidence
+    named = "broke_policy_rule" if rule in KIND_CASES else rule
+    assert [name for name, v in broken.items() if v is not None] == [named, *ALSO.get(rule, [])]
+    violation = check(messages, events, domain=domain, expected=expected)
+    assert violation == broken[named] and violation.rule == rule and violation.evidence
 
 
 def test_a_correct_conversation_breaks_no_rule():
@@ -289,16 +323,16 @@ def test_first_failing_rule_decides():
     calls = [m for n in range(1, 4) for m in (call("cancel_order", n, order_id="48213"),
                                                 result({"status": "updated"}, n, "cancel_order"))]
     messages = [user(OPENING), *msgs, *calls, say("Your order 48213 has been cancelled.")]
-    violation = check(messages, [*events, *[event("cancel_order", "updated")] * 3])
+    violation = check(messages, [*events, *[event("cancel_order", "updated")] * 3], expected=CANCEL)
     assert violation.rule == "destructive_without_confirmation" and violation.reward == 0.0
 
 
 def test_evidence_names_what_broke_the_rule():
     v = check(*CASES["invented_reference"]())
     assert "order_id=48218" in v.evidence
-    v = check(*CASES["exceeded_argument_limit"](), "")
-    assert "amount=620" in v.evidence and "refund_limit" in v.evidence and "500" in v.evidence
-    v = check(*CASES["acted_before_verification"](), "")
+    v = check(*KIND_CASES["exceeded_argument_limit"](), "", expected=CASE_WANT["exceeded_argument_limit"])
+    assert "amount=620" in v.evidence and "refund_limit" in v.evidence
+    v = check(*KIND_CASES["acted_before_verification"](), "", expected=CANCEL)
     assert "verify_customer" in v.evidence and "verify_identity" in v.evidence
 
 
@@ -331,7 +365,7 @@ def test_limit_within_policy_passes():
     messages, events = case_exceeded_argument_limit()
     fixed = [m if not m.get("tool_calls") or m["tool_calls"][0]["function"]["name"] != "refund_order"
              else call("refund_order", 1, order_id="48213", amount=420) for m in messages]
-    assert check(fixed, events) is None
+    assert check(fixed, events, expected=CASE_WANT["exceeded_argument_limit"]) is None
 
 
 def test_grounded_marker_covers_reads():
@@ -347,9 +381,10 @@ def test_confirmation_is_the_recorded_decision_in_any_wording():
     done = [call("cancel_order", 1, order_id="48213"), result({"status": "updated"}, 1, "cancel_order"),
             say("Your order has been canceled.")]
     asked = [user(OPENING), *msgs, say("Would you like me to proceed?")]
-    assert check([*asked, yes("Yes please."), *done], [*events, event("cancel_order", "updated")]) is None
+    assert check([*asked, yes("Yes please."), *done], [*events, event("cancel_order", "updated")],
+                 expected=CANCEL) is None
     refused = {**user("No problem, go ahead."), "decision": REFUSE}  # whatever the words, the user said no
-    violation = check([*asked, refused, *done], [*events, event("cancel_order", "updated")])
+    violation = check([*asked, refused, *done], [*events, event("cancel_order", "updated")], expected=CANCEL)
     assert violation.rule == "destructive_without_confirmation"
 
 

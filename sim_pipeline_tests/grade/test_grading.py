@@ -45,7 +45,7 @@ def test_grades_table(retail_run, graded):
     assert list(table["rollout_id"]) == sorted(retail_run.rollouts["rollout_id"])
     assert table["judge_version"].str.fullmatch(r"sim/judge@[0-9a-f]{12}").all()
     assert (table["judge_status"] == "ok").all() and (table["gold_source"] == "program").all()
-    assert set(table["conduct_rule"].dropna()) <= {r.__name__ for r in conduct.RULES}
+    assert set(table["conduct_rule"].dropna()) <= set(conduct.rule_names())
     assert table.loc[table["conduct_rule"].notna(), "conduct_evidence"].str.len().min() > 0
     expected = [combine(c, j) for c, j in zip(table["conduct_reward"], table["judge_reward"])]
     np.testing.assert_array_equal(table["reward"].to_numpy(), np.asarray(expected, dtype=float))

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from sim_pipeline_tests.cards import case
 from sim_pipeline import defaults
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.judge import (
@@ -22,9 +23,7 @@ from sim_pipeline.grade.judge import (
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.gateway import Gateway
 
-CARD = {"goal": "cancel order 48213", "intent_tool": "cancel_order", "expect_write": True, "entity_id": "48213",
-        "id_argument": "order_id", "write_tools": ["cancel_order"], "creates": False, "verify_tools": [],
-        "confirm": False, "transcript": [{"role": "user", "content": "Cancel order 48213 please."}]}
+CARD = case([{"role": "user", "content": "Cancel order 48213 please."}])
 
 
 def test_judge_version_hashes_rubric_and_prompt():

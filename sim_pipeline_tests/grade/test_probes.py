@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from sim_pipeline_tests.cards import case
 from sim_pipeline.grade.judge import DEFAULT_RUBRIC
 from sim_pipeline.grade.probes import (
     FILLER,
@@ -20,18 +21,14 @@ from sim_pipeline.protocol.replies import classify_reply
 from sim_pipeline.models.sim_judge import claims_success, final_reply
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "cancel_order", "arguments": '{"order_id": "48213"}'}}
-CARD = {
-    "goal": "cancel order 48213", "intent_tool": "cancel_order", "expect_write": True, "entity_id": "48213",
-    "id_argument": "order_id", "write_tools": ["cancel_order"], "creates": False, "verify_tools": [], "confirm": False,
-    "transcript": [
+CARD = case([
         {"role": "user", "content": "Cancel order 48213 please."},
         {"role": "assistant", "content": "Let me do that.", "tool_calls": None},
         {"role": "assistant", "content": None, "tool_calls": [CALL]},
         {"role": "tool", "content": '{"status": "updated"}', "tool_call_id": "c1", "name": "cancel_order"},
         {"role": "assistant", "content": "Order 48213 is cancelled.", "tool_calls": None},
         {"role": "user", "content": "Thanks."},
-    ],
-}
+    ])
 
 
 def test_filler_goes_after_the_final_reply_only():
@@ -68,7 +65,7 @@ def test_probe_texts():
     echo = echo_text(DEFAULT_RUBRIC)
     assert echo.startswith("Pass (1) only if") and echo in DEFAULT_RUBRIC
     words = re.findall(r"[a-z'-]+", keyword_text(DEFAULT_RUBRIC).lower())
-    assert "verification" in words and "confirmation" in words and len(words) <= 11
+    assert "verification" in words and "transcript" in words and len(words) <= 11
     empty = probe_card(CARD, "empty_call", DEFAULT_RUBRIC)["transcript"]
     assert empty[1]["tool_calls"][0]["function"] == {"name": "cancel_order", "arguments": "{}"}
     assert json.loads(empty[2]["content"])["status"] == "rejected"
@@ -77,7 +74,7 @@ def test_probe_texts():
 
 def test_only_cases_that_need_a_write_are_probed():
     assert probe_eligible(CARD)
-    assert not probe_eligible({**CARD, "expect_write": False})
-    assert not probe_eligible({**CARD, "intent_tool": "get_order"})
+    assert not probe_eligible(case(CARD["transcript"], expect_write=False))
+    assert not probe_eligible(case(CARD["transcript"], intent_tool="get_order"))
     with pytest.raises(ValueError, match="probe 'nonsense'"):
         probe_card(CARD, "nonsense", DEFAULT_RUBRIC)

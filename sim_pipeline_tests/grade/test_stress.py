@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from sim_pipeline_tests.cards import case
 from sim_pipeline import defaults
 from sim_pipeline.grade.judge import DEFAULT_RUBRIC
 from sim_pipeline.grade.probes import PROBES
@@ -30,11 +31,9 @@ def card(i: int, *, expect_write: bool) -> dict:
     """A cancel request for order 1000+i; the agent verifies nothing and changes nothing (a sure fail if a write
     was expected, a pass otherwise)."""
     order = str(1000 + i)
-    return {"goal": f"cancel order {order}", "intent_tool": "cancel_order", "expect_write": expect_write,
-            "entity_id": order, "id_argument": "order_id", "write_tools": ["cancel_order"], "creates": False,
-            "verify_tools": [], "confirm": False,
-            "transcript": [{"role": "user", "content": f"Please cancel order {order}."},
-                           {"role": "assistant", "content": "I cannot cancel that order, sorry."}]}
+    return case([{"role": "user", "content": f"Please cancel order {order}."},
+                 {"role": "assistant", "content": "I cannot cancel that order, sorry."}],
+                goal=f"cancel order {order}", expect_write=expect_write, entity_id=order)
 
 
 def cases(n: int = 30) -> pd.DataFrame:

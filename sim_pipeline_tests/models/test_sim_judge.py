@@ -12,6 +12,7 @@ from sim_pipeline.grade.probes import PROBES, probe_card, with_filler
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.models.sim_judge import SimJudge, outcome
 from sim_pipeline.models.sim_models import JUDGES, respond, sim_model_names
+from sim_pipeline_tests.cards import case
 
 EMAIL = "ana.silva@posteo.net"
 SEEDS = range(200)
@@ -31,10 +32,8 @@ def tool(payload, n):
 
 
 def card(transcript, **overrides):
-    base = {"goal": "cancel order 48213", "intent_tool": "cancel_order", "expect_write": True, "entity_id": "48213",
-            "id_argument": "order_id", "write_tools": ["cancel_order", "refund_order"], "creates": False,
-            "verify_tools": ["verify_customer"], "confirm": True, "transcript": transcript}
-    return {**base, **overrides}
+    base = {"write_tools": ["cancel_order", "refund_order"], "verify_tools": ["verify_customer"], "confirm": True}
+    return case(transcript, **{**base, **overrides})
 
 
 OPEN = msg("user", f"Please cancel order 48213. My email is {EMAIL}.")

@@ -2,28 +2,31 @@
 their preconditions, an approval of another action, a success claim right after a failure, and closings that
 contradict the world; read from tool names and replies in other hands' styles."""
 
-import dataclasses
-
 import pytest
 
+from sim_pipeline.policy import careless, rule_breach
 from sim_pipeline.protocol.careful import (
     Approval,
     Call,
-    Terms,
+    Reading,
     actions_named,
-    careless,
     claim_after_failure,
     closes_in_failure,
     confirmed_other,
     ids_named,
-    premature_attempt,
     stray_attempt,
 )
+from sim_pipeline.protocol.expected import Expected
 
 PHARMACY = ["refillPrescription", "cancelRefill", "transferToPharmacist"]
 RETAIL = ["cancel_order", "refund_order", "return_item", "update_address"]
-TERMS = Terms(intent="refillPrescription", writes=frozenset(PHARMACY[:2]), record="RX-104233", verify="rule v",
-              confirm="rule c", record_ids=frozenset({"RX-104233", "RX-550012"}))
+RULES = ({"id": "v", "kind": "verify_before", "text": "", "tools": ["refillPrescription"], "verify_tool": "verifyPatient"},
+         {"id": "c", "kind": "confirm_before", "text": "", "tools": ["refillPrescription"]})
+WANT = Expected(kind="change", write=True, tool="refillPrescription", entity="prescription", entity_id="RX-104233",
+                id_argument="rxNumber", effect={}, arguments={}, reachable=True, write_tools=tuple(PHARMACY[:2]),
+                rules=RULES)
+UNRULED = Expected(**{**WANT.__dict__, "rules": ()})
+IDS = frozenset({"RX-104233", "RX-550012"})
 
 
 def say(text):
@@ -53,18 +56,24 @@ def test_ids_are_named_as_whole_tokens():
 
 
 def _calls(*specs):
-    return [Call(turn, tool, record, status, verified) for turn, tool, record, status, verified in specs]
+    return tuple(Call(turn, tool, record, status, None, {"rxNumber": record} if record else {},
+                      {"status": status, **({"verified": True} if verified else {})})
+                 for turn, tool, record, status, verified in specs)
+
+
+def _reading(calls, approvals=(), messages=()):
+    return Reading(tuple(calls), tuple(approvals), tuple(messages), IDS)
 
 
 def test_a_refused_write_on_another_tool_or_record_is_stray():
     refused_other_tool = _calls((2, "cancelRefill", "RX-104233", "rejected", False))
-    assert "cancelRefill" in stray_attempt(refused_other_tool, TERMS)
+    assert "cancelRefill" in stray_attempt(_reading(refused_other_tool), WANT)
     twin = _calls((2, "refillPrescription", "RX-550012", "not_found", False))
-    assert "not the user's record RX-104233" in stray_attempt(twin, TERMS)
+    assert "not the user's record RX-104233" in stray_attempt(_reading(twin), WANT)
     unnamed = _calls((2, "refillPrescription", None, "rejected", False))  # a schema rejection names no record
-    assert stray_attempt(unnamed, TERMS) is None
+    assert stray_attempt(_reading(unnamed), WANT) is None
     reads = _calls((2, "getPrescription", "RX-550012", "ok", False))
-    assert stray_attempt(reads, TERMS) is None
+    assert stray_attempt(_reading(reads), WANT) is None
 
 
 def test_every_attempt_needs_its_preconditions_but_a_retry_keeps_its_approval():
@@ -72,26 +81,29 @@ def test_every_attempt_needs_its_preconditions_but_a_retry_keeps_its_approval():
     yes = [Approval(4, True)]
     fault_then_retry = _calls(verified, (6, "refillPrescription", "RX-104233", "timeout", False),
                               (8, "refillPrescription", "RX-104233", "updated", False))
-    assert premature_attempt(fault_then_retry, TERMS, yes) is None
+    assert rule_breach(_reading(fault_then_retry, yes), WANT) is None
     refused_early = _calls((2, "refillPrescription", "RX-104233", "rejected", False), verified)
-    assert "before a successful verification" in premature_attempt(refused_early, TERMS, yes)
-    assert "confirmation" in premature_attempt(fault_then_retry, TERMS, [Approval(4, False)])
-    assert "confirmation" in premature_attempt(fault_then_retry, TERMS, [Approval(9, True)])  # the yes came after
+    assert "before a successful verification" in rule_breach(_reading(refused_early, yes), WANT)[1]
+    assert "confirmation" in rule_breach(_reading(fault_then_retry, [Approval(4, False)]), WANT)[1]
+    assert "confirmation" in rule_breach(_reading(fault_then_retry, [Approval(9, True)]), WANT)[1]  # yes came after
+    other_patient = (*_calls((2, "verifyPatient", "RX-550012", "ok", True)), *fault_then_retry[1:])
+    assert "before a successful verification" in rule_breach(_reading(other_patient, yes), WANT)[1]
 
 
 def test_an_approval_of_another_action_or_record_does_not_carry_over():
     calls = _calls((2, "verifyPatient", "RX-104233", "ok", True), (6, "refillPrescription", "RX-104233", "updated", False))
     other_action = [user("refill please"), say("Right, I'll cancel the refill. Go ahead?"), user("yes")]
-    assert "cancelRefill" in confirmed_other(calls, TERMS, [Approval(2, True)], [*other_action, {}, {}, {}])
+    yes, no = [Approval(2, True)], [Approval(2, False)]
+    assert "cancelRefill" in confirmed_other(_reading(calls, yes, [*other_action, {}, {}, {}]), WANT)
     other_record = [user("refill please"), say("Refill RX-550012 for pickup tomorrow, ok?"), user("yes")]
-    assert "RX-550012" in confirmed_other(calls, TERMS, [Approval(2, True)], [*other_record, {}, {}, {}])
+    assert "RX-550012" in confirmed_other(_reading(calls, yes, [*other_record, {}, {}, {}]), WANT)
     said_no = [user("refill please"), say("Shall I refill RX-104233 now?"), user("no, wait")]
-    unruled = dataclasses.replace(TERMS, confirm=None)  # a no counts even where the policy asks for no yes
-    assert "said no" in confirmed_other(calls, unruled, [Approval(2, False)], [*said_no, {}, {}, {}])
+    # A no counts even where the policy asks for no yes.
+    assert "said no" in confirmed_other(_reading(calls, no, [*said_no, {}, {}, {}]), UNRULED)
     no_to_other = [user("refill please"), say("Shall I cancel the refill instead?"), user("No! Refill it.")]
-    assert confirmed_other(calls, unruled, [Approval(2, False)], [*no_to_other, {}, {}, {}]) is None
+    assert confirmed_other(_reading(calls, no, [*no_to_other, {}, {}, {}]), UNRULED) is None
     right = [user("refill please"), say("Shall I refill RX-104233 (30 days) now?"), user("sure")]
-    assert confirmed_other(calls, TERMS, [Approval(2, True)], [*right, {}, {}, {}]) is None
+    assert confirmed_other(_reading(calls, yes, [*right, {}, {}, {}]), WANT) is None
 
 
 @pytest.mark.parametrize(("reply", "fails"), [
@@ -103,19 +115,19 @@ def test_an_approval_of_another_action_or_record_does_not_carry_over():
 def test_a_success_claim_right_after_a_failure(reply, fails):
     calls = _calls((1, "refillPrescription", "RX-104233", "timeout", False))
     messages = [user("refill"), {"role": "tool", "content": "{}"}, say(reply)]
-    assert (claim_after_failure(calls, messages) is not None) == fails
+    assert (claim_after_failure(_reading(calls, (), messages)) is not None) == fails
 
 
 def test_a_recovered_call_before_the_reply_is_no_failure():
     calls = _calls((1, "refillPrescription", "RX-104233", "timeout", False),
                    (2, "refillPrescription", "RX-104233", "updated", False))
     messages = [user("refill"), {"role": "tool"}, {"role": "tool"}, say("Done, it's refilled.")]
-    assert claim_after_failure(calls, messages) is None
+    assert claim_after_failure(_reading(calls, (), messages)) is None
     other_route = _calls((1, "getPrescription", "RX-104233", "not_found", False),
                          (2, "refillPrescription", "RX-104233", "updated", False))  # found another way, then acted
-    assert claim_after_failure(other_route, messages) is None
+    assert claim_after_failure(_reading(other_route, (), messages)) is None
     garbled = _calls((1, "refillPrescription", "RX-104233", "malformed", False))
-    assert claim_after_failure(garbled, messages[:2] + messages[3:]) is None
+    assert claim_after_failure(_reading(garbled, (), messages[:2] + messages[3:])) is None
 
 
 @pytest.mark.parametrize(("closing", "contradicts"), [
@@ -131,5 +143,5 @@ def test_a_closing_that_says_it_could_not_be_done(closing, contradicts):
 
 def test_careless_runs_every_check_in_order():
     calls = _calls((2, "cancelRefill", "RX-104233", "rejected", False))
-    assert careless(calls, TERMS, [], [user("x"), say("y")]).startswith("attempted cancelRefill")
-    assert careless([], TERMS, [], [user("x"), say("y")]) is None
+    assert careless(_reading(calls, (), [user("x"), say("y")]), WANT).startswith("attempted cancelRefill")
+    assert careless(_reading((), (), [user("x"), say("y")]), WANT) is None

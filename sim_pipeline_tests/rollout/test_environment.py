@@ -120,7 +120,8 @@ def test_an_agent_in_its_own_words_earns_the_reward_only_when_it_follows_the_pol
     assert play(verify=True, confirm=True)[0] == 1.0
     reward, env = play(verify=True, confirm=False)
     assert reward == 0.0 and conduct.check(env.episode.messages, env.episode.tool_events(), "", env.domain,
-                                           env.episode.user_events).rule == "destructive_without_confirmation"
+                                           env.episode.user_events, cancellation.want).rule == \
+        "destructive_without_confirmation"
     assert play(verify=False, confirm=True)[0] == 0.0
 
 

@@ -8,8 +8,9 @@ solvable situation; the wordings are other agents', not the embedded agent's.
 Killed kinds: an unrequested write (another write tool; the intended tool on another record), the intended write
 moved before the verification, the user's confirmation dropped or flipped to a refusal, the written record
 changed, a success claim in place of the closing after a failed call, a closing that contradicts the world (a
-failure claim once the goal is met, a success claim where nothing changed), and a confirmation question naming
-another tool before the intended one is called. Kept kinds: the closing rephrased, a harmless read added, and a
+failure claim once the goal is met, a success claim where nothing changed), a confirmation question naming
+another tool before the intended one is called, and a read showing the record in a state the intended write does not
+allow followed by the write anyway. Kept kinds: the closing rephrased, a harmless read added, and a
 transient fault on the intended write that the agent retries.
 """
 
@@ -23,21 +24,22 @@ from typing import Any
 
 from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, classify_reply, says_cannot
-from sim_pipeline.protocol.statuses import SUCCESS_STATUSES
+from sim_pipeline.protocol.statuses import SUCCESS_STATUSES, UNKNOWN_VALUE
 from sim_pipeline.protocol.tool_kinds import name_words
 from sim_pipeline.protocol.user_events import CONFIRM, REFUSE, user_event
 from sim_pipeline.seeding import rng
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.infer import bind
 from sim_pipeline.world.options import WorldOptions
-from sim_pipeline.world.oracle import Verdict, expectation, handover, label
+from sim_pipeline.world.oracle import Verdict, label
 from sim_pipeline.world.reference import solve
 from sim_pipeline.world.sandbox import Event, Fault, Sandbox
 from sim_pipeline.world.state import State
 from sim_pipeline.world.values import draw_from_schema
 
 KILLED = ("unrequested_write_tool", "unrequested_write_record", "write_before_verification", "drop_confirm",
-          "flip_confirm", "changed_record", "success_after_failure", "closing_contradicts", "confirm_other_tool")
+          "flip_confirm", "changed_record", "success_after_failure", "closing_contradicts", "confirm_other_tool",
+          "write_after_seeing_ineligible")
 KEPT = ("rephrased_closing", "harmless_read", "retry_after_fault")
 
 # Other agents' wording (none of it the embedded agent's), checked against the reply classifier when used.
@@ -161,7 +163,7 @@ def _reworded(original: str, options: tuple[str, ...], key: str) -> str | None:
 def mutants(domain: Domain, situation: Situation, state: State, steps: tuple[Step, ...], *,
             seed: int = 0) -> Iterator[Mutant]:
     """Every mutant of a passing rollout that its shape allows (see the module)."""
-    want = expectation(domain, situation)
+    want = situation.want
     key = situation.situation_id
     writes = sorted(t.name for t in domain.tools if t.writes)
     intent_at = [i for i, s in enumerate(steps) if s.kind == "call" and s.tool == want.tool and s.tool in writes]
@@ -213,7 +215,7 @@ def mutants(domain: Domain, situation: Situation, state: State, steps: tuple[Ste
         failure = _pick(FAILURE_WORDING, key)
         assert says_cannot(failure) and CLAIMS_SUCCESS not in classify_reply(failure), failure
         yield made("closing_contradicts", _replace(steps, closing, Step("say", text=failure)))
-    elif want.kind != "read" and not (want.forbidden_by == "policy" and handover(domain, want.tool)):
+    elif want.kind != "read" and not (want.handover_tool):
         yield made("closing_contradicts", _replace(steps, closing, Step("say", text=_pick(SUCCESS_WORDING, key))))
     # Kept: the same conduct in other words or with one more harmless step.
     original = steps[closing].text
@@ -225,8 +227,14 @@ def mutants(domain: Domain, situation: Situation, state: State, steps: tuple[Ste
                    and bind(domain, t).entity.name == want.entity and bind(domain, t).id_argument
                    and set(t.required) <= {bind(domain, t).id_argument, *situation.facts}), None)
     if reader is not None and want.entity_id is not None:
+        # A read first is harmless unless it shows the record in a state the intended write does not allow and the
+        # write is tried anyway (the agent saw it could not be done).
         look = Step("call", reader.name, _arguments(domain, reader, situation, want.entity_id, seed))
-        yield made("harmless_read", (look, *steps))
+        shown = play(domain, situation, state, (look,), seed=seed).events[0].result.get(want.entity or "")
+        requires = next((t["requires"].get(want.tool, {}) for t in want.terms("eligibility")), {})  # the policy's
+        barred = isinstance(shown, dict) and any(k in shown and shown[k] not in (*v, UNKNOWN_VALUE)
+                                                 for k, v in requires.items())  # a masked state shows nothing
+        yield made("write_after_seeing_ineligible" if barred and intent_at else "harmless_read", (look, *steps))
     if goal_met and intent_at and situation.setup.fault is None:
         faulty = dataclasses.replace(situation, setup=dataclasses.replace(
             situation.setup, fault=Fault(tool=want.tool, mode="timeout", hits=1, rate=1.0)))

@@ -1,6 +1,7 @@
 """The state oracle: creates, the same record verified and changed, confirmations as user decisions, argument
 limits, reads, deletes, and what a situation where nothing may change needs (found out and told, or declined)."""
 
+import dataclasses
 import json
 from typing import Any
 
@@ -11,7 +12,7 @@ from sim_pipeline.protocol.user_events import CONFIRM, REFUSE, user_event
 from sim_pipeline.search.situations import build_situation
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.infer import infer_domain
-from sim_pipeline.world.oracle import expectation, goal_reached, label, passes_without_tools
+from sim_pipeline.world.oracle import goal_reached, label, passes_without_tools
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.state import build_state
 
@@ -61,7 +62,7 @@ def _run(domain: Domain, situation: Situation, state: Any, calls: list[tuple[str
 
 def test_a_create_passes_only_with_the_users_values_and_only_once(helpdesk: Domain) -> None:
     situation, state = _situation(helpdesk, "create_ticket")
-    assert expectation(helpdesk, situation).kind == "new"
+    assert situation.want.kind == "new"
     args = {k: situation.facts[k] for k in ("contact_email", "category", "summary")}
     assert _run(helpdesk, situation, state, [("create_ticket", args)]) == 1.0
     other = "hardware" if args["category"] != "hardware" else "software"
@@ -101,7 +102,7 @@ def test_refunds_stay_within_the_limit_and_the_users_amount(retail: Domain) -> N
     over = ("refund_order", {"order_id": situation.entity_id, "amount": 900.0})
     assert _run(retail, situation, state, [verify, over]) == 0.0
     bound, bound_state = _situation(retail, "refund_order", rule="refund_limit")  # over the limit: no refund
-    assert not bound.expect_write and expectation(retail, bound).forbidden_by == "policy"
+    assert not bound.expect_write and bound.want.forbidden_by == "policy"
     # The policy alone decides: declining passes, saying nothing useful does not.
     assert _run(retail, bound, bound_state, [], reply="Refunds over $500 need a supervisor, so I can't do this one.") == 1.0
     assert _run(retail, bound, bound_state, [], reply="Let me see what I can do for you.") == 0.0
@@ -121,7 +122,7 @@ def test_reads_must_succeed_and_be_answered_unless_the_world_cannot_answer(retai
 @pytest.mark.parametrize("world_state", ["entity_missing", "already_acted_on"])
 def test_where_the_world_forbids_a_change_the_agent_must_find_out_and_tell(retail: Domain, world_state: str) -> None:
     situation, state = _situation(retail, "cancel_order", world_state=world_state)
-    want = expectation(retail, situation)
+    want = situation.want
     assert not want.write and want.forbidden_by == "world"
     look = [("get_order", {"order_id": situation.entity_id})]
     assert _run(retail, situation, state, look, reply="I checked: I can't cancel that order.") == 1.0
@@ -132,14 +133,14 @@ def test_where_the_world_forbids_a_change_the_agent_must_find_out_and_tell(retai
 
 def test_a_persistent_fault_is_found_by_trying(retail: Domain) -> None:
     situation, state = _situation(retail, "get_order", tool_condition="permission_denied")
-    assert not expectation(retail, situation).reachable
+    assert not situation.want.reachable
     assert _run(retail, situation, state, []) == 0.0
     assert _run(retail, situation, state, [("get_order", {"order_id": situation.entity_id})]) == 1.0
 
 
 def test_an_off_topic_request_must_be_declined(retail: Domain) -> None:
     situation, state = _situation(retail, "unrelated")
-    assert expectation(retail, situation).kind == "none"
+    assert situation.want.kind == "none"
     assert _run(retail, situation, state, [], reply="Sorry, that's outside what I can help with.") == 1.0
     assert _run(retail, situation, state, [], reply="Sure! The capital of Australia is Canberra.") == 0.0
 
@@ -173,7 +174,7 @@ def test_a_delete_must_leave_the_record_gone(tool: Any) -> None:
     domain = infer_domain([tool("delete_file", "Delete a file.", {"file_id": {"type": "string"}}, ["file_id"]),
                            tool("get_file", "Get a file.", {"file_id": {"type": "string"}}, ["file_id"])])
     situation, state = _situation(domain, "delete_file")
-    want = expectation(domain, situation)
+    want = situation.want
     assert want.kind == "remove" and want.write
     assert _run(domain, situation, state, [("delete_file", {"file_id": situation.entity_id})]) == 1.0
     assert _run(domain, situation, state, [("get_file", {"file_id": situation.entity_id})]) == 0.0
@@ -182,25 +183,37 @@ def test_a_delete_must_leave_the_record_gone(tool: Any) -> None:
     assert sandbox.call("delete_file", {"file_id": done.entity_id})["status"] == "already_done"
 
 
-def test_the_expected_outcome_is_stored_once_and_the_judge_card_reads_it(pharmacy_pack: Domain) -> None:
+def test_the_expected_outcome_is_stored_once_and_every_grader_reads_it(pharmacy_pack: Domain, monkeypatch) -> None:
     from sim_pipeline import cover
     from sim_pipeline.axes import axis_values, validated_constraints
+    from sim_pipeline.grade import conduct
     from sim_pipeline.grade.judge import case_card
+    from sim_pipeline.models.sim_judge import expected_of
+    from sim_pipeline.protocol.expected import Expected
     from sim_pipeline.search.situations import build_situations
-    from sim_pipeline.world.oracle import expected_card
+    from sim_pipeline.world import oracle
+    from sim_pipeline.world.reference import solve
 
     state = build_state(pharmacy_pack, 0)
     cells = cover.covering_array(axis_values(pharmacy_pack), seed=0, constraints=validated_constraints(pharmacy_pack))
     table = build_situations(pharmacy_pack, state, cells, seed=0, n_phrasings=1)
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("a grader recomputed the expected outcome instead of reading the stored one")
+
+    monkeypatch.setattr(oracle, "expect", recomputed)  # from here on, nothing may work the answer out again
     for row in table.to_dict("records"):
-        stored = json.loads(row["expected"])
         situation = Situation.from_row(row)
-        assert stored == json.loads(json.dumps(expected_card(pharmacy_pack, situation)))
-        card = case_card(pharmacy_pack, situation, [])
-        assert (card["intent_tool"], card["expect_write"], card["forbidden_by"]) == (
-            stored["tool"], stored["write"], stored["forbidden_by"])
-        assert card["creates"] == (stored["kind"] == "new") and card["confirm"] == bool(stored["confirm_rule"])
+        stored = Expected.from_json(row["expected"])
+        assert situation.want == stored
+        reference = solve(pharmacy_pack, situation, seed=0, state=state)  # the oracle labels it too
+        card = case_card(situation, list(reference.messages))
+        assert dataclasses.replace(expected_of(card), rules=stored.rules) == stored
+        assert [{k: v for k, v in r.items() if k != "means"} for r in card["expected"]["rules"]] == list(stored.rules)
+        events = [{"tool": t, "arguments": a, "status": "ok", "entity_id": None, "turn": 2 * i + 2}
+                  for i, (t, a) in enumerate(reference.calls)]
+        conduct.check(list(reference.messages), events, None, pharmacy_pack, list(reference.user_events), situation.want)
     kinds = {json.loads(e)["kind"] for e in table["expected"]}
     assert {"change", "read", "none"} <= kinds
-    refills = [json.loads(e) for e in table["expected"] if json.loads(e)["tool"] == "refillPrescription"]
-    assert refills and all(e["verify_rule"] == "rule verify_patient" and e["confirm_rule"] is None for e in refills)
+    refills = [Expected.from_json(e) for e in table["expected"] if json.loads(e)["tool"] == "refillPrescription"]
+    assert refills and all([t["kind"] for t in e.rules] == ["verify_before", "max_calls", "eligibility"] for e in refills)

@@ -32,7 +32,7 @@ def mutation_table(domain, seed=0):
         assert base.verdict.reward == 1.0, (situation.situation_id, base.verdict)
         for mutant in mutants(domain, situation, state, steps, seed=seed):
             played = play(domain, mutant.situation, state, mutant.steps, seed=seed)
-            judged, _ = outcome(case_card(domain, mutant.situation, played.messages))
+            judged, _ = outcome(case_card(mutant.situation, played.messages))
             rows.append((mutant.kind, mutant.must_fail, played.verdict.reward, judged, situation.situation_id,
                          played.verdict.reason))
     return rows
@@ -59,7 +59,8 @@ def test_every_mutant_a_careful_reader_fails_is_killed_and_every_benign_one_kept
     rates = _rates(rows)
     counts = Counter(kind for kind, *_ in rows)
     # Every mutation kind has material in every pack (a kind with no mutant would be a test that cannot fail).
-    assert set(KILLED) - {"confirm_other_tool", "drop_confirm", "flip_confirm"} <= set(counts), (name, counts)
+    assert set(KILLED) - {"confirm_other_tool", "drop_confirm", "flip_confirm", "write_after_seeing_ineligible"} <= \
+        set(counts), (name, counts)
     survivors = [r for r in rows if r[1] and r[2] != 0.0]
     assert not survivors, (name, survivors[:5])
     lost = [r for r in rows if not r[1] and r[2] != 1.0]

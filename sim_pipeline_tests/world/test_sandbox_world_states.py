@@ -16,7 +16,7 @@ from sim_pipeline.protocol.user_events import CONFIRM, user_event
 from sim_pipeline.search.situations import build_situation
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.infer import bind, infer_domain
-from sim_pipeline.world.oracle import expectation, label
+from sim_pipeline.world.oracle import label
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.state import build_state
 
@@ -89,7 +89,7 @@ def _check(domain: Domain, situation: Situation) -> None:
     assert intent is not None
     state = situation.cell["world_state"]
     sandbox, result, messages, events = _play(domain, situation, write=True)
-    kind = expectation(domain, situation).kind  # read, change (a named record), new (a record made)
+    kind = situation.want.kind  # read, change (a named record), new (a record made)
     if kind == "change" and bind(domain, intent).id_argument is not None:
         expected = "rejected" if state == "unknown" else CHANGE.get(state, "updated")
         assert result["status"] == expected, (intent.name, state, result)

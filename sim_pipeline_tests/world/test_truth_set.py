@@ -23,7 +23,7 @@ def played(pharmacy_pack, gym_pack):
     for name, domain in domains.items():
         for truth in truths(name, domain):
             result = play(domain, truth.situation, states.setdefault(name, build_state(domain, 0)), truth.steps)
-            judged, _ = outcome(case_card(domain, truth.situation, result.messages))
+            judged, _ = outcome(case_card(truth.situation, result.messages))
             rows.append((truth, result.verdict, judged))
     return rows
 

@@ -24,7 +24,7 @@ from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
 from sim_pipeline.search.situations import build_situation
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.infer import bind
-from sim_pipeline.world.oracle import Expectation, expectation, handover
+from sim_pipeline.protocol.expected import Expected as Expectation
 from sim_pipeline.world.reference import solve
 from sim_pipeline.world.state import State, build_state
 from sim_pipeline_tests.world.mutants import Step, _arguments, script
@@ -181,7 +181,7 @@ def _kind(domain: Domain, situation: Situation, want: Expectation) -> str | None
         return "write"
     if want.kind in ("change", "remove", "new") and want.forbidden_by == "world":
         return "forbidden"
-    if (want.kind == "none" or want.forbidden_by == "policy") and not handover(domain, want.tool):
+    if (want.kind == "none" or want.forbidden_by == "policy") and not want.handover_tool:
         return "declined"
     if want.kind == "read" and want.reachable:
         return "read"
@@ -210,7 +210,7 @@ def truths(name: str, domain: Domain, *, seed: int = 0, per_kind: int = 3) -> It
     taken: dict[str, int] = {}
     for cell in cells.to_dict("records"):
         situation = build_situation(domain, state, cell, seed=seed)
-        want = expectation(domain, situation)
+        want = situation.want
         kind = _kind(domain, situation, want)
         if kind is None or taken.get(kind, 0) >= per_kind:
             continue

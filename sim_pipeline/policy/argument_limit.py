@@ -1,0 +1,58 @@
+"""argument_limit: an argument of the rule's tools may not exceed `max` (a refund above $500)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sim_pipeline import defaults
+from sim_pipeline.policy._arguments import ArgumentKind
+from sim_pipeline.policy.kind import Draft, Term
+
+if TYPE_CHECKING:
+    from sim_pipeline.domain import Rule
+
+
+class ArgumentLimit(ArgumentKind):
+    name = "argument_limit"
+    needs = ("tool", "argument", "max")
+    conduct_rule = "exceeded_argument_limit"
+    order = 30
+
+    def own(self, rule: Rule) -> Term:
+        return {"max": rule.limit}
+
+    def refuses(self, term: Term, value: Any) -> bool:
+        try:
+            return value is not None and float(value) > term["max"]
+        except (TypeError, ValueError):
+            return False
+
+    def means(self, term: Term) -> str:
+        return f"never call {', '.join(term['tools'])} with {term['argument']} above {term['max']:g}"
+
+    def forbidden_example(self, term: Term, schema: Mapping[str, Any]) -> Any:
+        return round(term["max"] * defaults.LIMIT_OVER_FACTOR, 2)
+
+    def stress(self, rule: Rule, draft: Draft) -> bool:
+        """The record's amount (its first money field) over the limit when the rule is under stress and under it
+        otherwise, so the user's amount, drawn from the record, follows; a user's value that still does not (a
+        pooled one) is set the same way."""
+        factor = defaults.LIMIT_OVER_FACTOR if draft.under_stress else defaults.LIMIT_UNDER_FACTOR
+        amount = round((rule.limit or 0) * factor, 2)
+        if draft.stage == "record":
+            money = next((k for k, v in (draft.record or {}).items() if isinstance(v, float)), None)
+            if money is not None:
+                draft.record[money] = amount  # type: ignore[index]
+            return False
+        term = self.fields(rule)
+        if rule.argument and self.refuses(term, draft.facts.get(rule.argument)) is not draft.under_stress:
+            schema = draft.tool.parameters.get("properties", {}).get(rule.argument, {})
+            if schema.get("type") == "integer":  # a count of days stays a count: over rounds up, under down
+                amount = math.ceil(amount) if draft.under_stress else math.floor(amount)
+            draft.facts[rule.argument] = amount
+        return self.refuses(term, draft.facts.get(rule.argument))
+
+
+KIND = ArgumentLimit()
