@@ -191,6 +191,7 @@ JUDGE_NOISY_DOUBT_RATE = 0.5
 JUDGE_LENGTH_BIAS_MID_CHARS = 400.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
 JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~200 chars are almost never swayed (p < 2%)
 JUDGE_MAX_TOKENS = 512  # a one- or two-sentence reason and a score fit easily; caps a rambling judge's cost
+REPLY_READER_MAX_TOKENS = 120  # a reply_classifier answers five booleans as JSON (~60 tokens); room, not a ramble
 JUDGE_STRESS_ROWS = 40  # judged rows re-judged unchanged and with filler: 10 one-way filler flips of 40 give sign p < 0.002
 JUDGE_PROBE_CASES = 30  # situations per probe (cap): n >= 20 may flag; at 30 a 2%-error judge flags a probe ~2% of the time
 JUDGE_PROBE_KEYWORDS = 10  # rubric words a keyword-stuffing probe repeats: hits a keyword matcher, stays short (~130 chars)

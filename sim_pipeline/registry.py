@@ -29,11 +29,12 @@ from sim_pipeline.protocol.train_methods import TRAIN_METHODS
 REGISTRY_PATH = Path(os.environ.get("SIM_PIPELINE_REGISTRY") or Path(__file__).parent.parent / "data" / "policies.yaml")
 _TOP = {"defaults", "models", "policies"}
 _KEYS = {"domain", "model", "baseline", "sampling", "judge_model", "user_model", "must_not_regress",
-         "judge_trust_opt_out", "system_prompt", "trainer"}
+         "judge_trust_opt_out", "system_prompt", "trainer", "reply_classifier"}
 _TRAINER_KEYS = {"command", "methods", "timeout_s"}
-_DEFAULTS = {"judge_model", "user_model"}  # what `defaults:` may set for every version
+_DEFAULTS = {"judge_model", "user_model", "reply_classifier"}  # what `defaults:` may set for every version
 _SAMPLING = {"temperature", "top_p", "max_tokens"}
-_MODEL_FIELDS = ("model", "judge_model", "user_model")  # each a litellm string or the name of a `models:` entry
+# Each a litellm string or the name of a `models:` entry (reply_classifier may also be empty: the rules read replies).
+_MODEL_FIELDS = ("model", "judge_model", "user_model", "reply_classifier")
 
 Lines = dict[tuple[str, ...], int]
 
@@ -70,6 +71,7 @@ class PolicyVersion:
     model_id: str = ""
     judge_model_id: str = ""
     trainer: TrainerSpec | None = None  # an external trainer for this version's cuts (train/external.py)
+    reply_classifier: str = ""  # a model that reads the agent's replies for the graders ('' : protocol/replies.py)
 
     @property
     def agent_backend(self) -> str:
@@ -195,6 +197,7 @@ def _entry(where: str, slug: str, spec: Any, base: dict[str, Any], order: int) -
         user_model=_text(where, spec, "user_model", base.get("user_model", defaults.DEFAULT_USER_MODEL)), must_not_regress=tuple(guarded),
         judge_trust_opt_out=opt_out, system_prompt=_text(where, spec, "system_prompt", "", empty=True), order=order,
         trainer=_trainer(where, spec.get("trainer")),
+        reply_classifier=_text(where, spec, "reply_classifier", base.get("reply_classifier", ""), empty=True),
     )
 
 
@@ -221,7 +224,8 @@ def _defaults(path: Path, lines: Lines, raw: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise RegistryError(f"{where}: unknown field(s) {unknown}. Fix: use only {sorted(_DEFAULTS)}")
     for key in sorted(base):
-        _text(where, base, key, defaults.DEFAULT_JUDGE_MODEL if key == "judge_model" else defaults.DEFAULT_USER_MODEL)
+        _text(where, base, key, {"judge_model": defaults.DEFAULT_JUDGE_MODEL, "user_model": defaults.DEFAULT_USER_MODEL}
+              .get(key, ""), empty=key == "reply_classifier")
     return base
 
 
@@ -273,7 +277,7 @@ def load_registry(path: Path | str | None = None) -> dict[str, PolicyVersion]:
         validate_slug(slug, where=f"{where}: the version name")
         entry = _entry(where, slug, spec, base, order)
         for key in _MODEL_FIELDS:  # a models: entry's own model was checked with the entry
-            if getattr(entry, key) not in models:
+            if getattr(entry, key) and getattr(entry, key) not in models:
                 _check_embedded(f"{where}/{key}", getattr(entry, key))
         versions[slug] = replace(entry, model_id=_backend(models, entry.model),
                                  judge_model_id=_backend(models, entry.judge_model))

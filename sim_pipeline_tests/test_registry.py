@@ -245,3 +245,21 @@ def test_a_trained_model_whose_profile_file_is_missing_names_the_file_and_the_st
     with pytest.raises(RegistryError, match=r"trained profile whose file .*trained/0123456789ab.json does not exist"
                                             r".*Fix: run the trained_policy step"):
         load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "sim/trained-0123456789ab"}}))
+
+
+def test_a_reply_classifier_is_a_model_a_version_or_the_defaults_name(tmp_path):
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({
+        "models": {"reader": {"model": "openai/gpt-4o-mini"}},
+        "defaults": {"reply_classifier": "reader"},
+        "policies": {"v1": {"domain": "retail", "model": "sim/agent-v1"},
+                     "v2": {"domain": "retail", "model": "sim/agent-v2", "reply_classifier": "openai/gpt-4.1-nano"},
+                     "v3": {"domain": "retail", "model": "sim/agent-v2", "reply_classifier": ""}}}))
+    registry = load_registry(path)
+    assert [registry[v].reply_classifier for v in ("v1", "v2", "v3")] == ["reader", "openai/gpt-4.1-nano", ""]
+    assert load_registry()["agent-v1"].reply_classifier == ""  # the shipped versions read replies with the rules
+    with pytest.raises(RegistryError, match=r"policies/v1/reply_classifier: 'sim/reader' is no embedded model"):
+        load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "sim/agent-v1",
+                                              "reply_classifier": "sim/reader"}}))
+    with pytest.raises(RegistryError, match=r"reply_classifier: 3 is not text"):
+        load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "sim/agent-v1", "reply_classifier": 3}}))

@@ -52,7 +52,8 @@ GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blockin
 
 def policy_of(v: PolicyVersion) -> Policy:
     """The rollout policy for a registered version."""
-    return Policy(v.slug, v.model, v.temperature, v.top_p, v.max_tokens, v.user_model, v.system_prompt)
+    return Policy(v.slug, v.model, v.temperature, v.top_p, v.max_tokens, v.user_model, v.system_prompt,
+                  v.reply_classifier)
 
 
 def situations_of(table: pd.DataFrame) -> list[Situation]:
@@ -227,7 +228,8 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         version, _ = split_key(context.partition_key)
         models, entry = gateway.gateway(registry.models()), registry.version(version)
         # Fail before spending: every model this run and its grading will call answers, or the run stops here.
-        models.check_all([entry.model, entry.user_model, entry.judge_model, simulation.writer_model])
+        models.check_all([entry.model, entry.user_model, entry.judge_model, simulation.writer_model,
+                          *([entry.reply_classifier] if entry.reply_classifier else [])])
         search, rows, reason = run_async(simulate(
             situations_of(situations), policy_of(entry), domain=domain, state=state_from_table(world),
             gateway=models, settings=simulation.settings()))
@@ -251,7 +253,8 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         # The grid's situations plus those the search wrote itself (variants, probes, mutations).
         by_id = {s.situation_id: s for s in situations_of(situations) + situations_of(search)}
         table = run_async(grade_rollouts(rollouts, by_id, domain=domain, judge_model=version.judge_model,
-                                           gateway=gateway.gateway(registry.models())))
+                                           gateway=gateway.gateway(registry.models()),
+                                           reply_classifier=version.reply_classifier))
         report = checks.trust_report(table, version)  # once per partition: recorded in the table for every reader
         table = with_recorded_trust(table, report)
         yield dg.Output(table, metadata=checks.grade_metadata(table))

@@ -105,4 +105,6 @@ def _entry(source: PolicyVersion, model: str) -> dict[str, object]:
         entry["must_not_regress"] = list(source.must_not_regress)
     if source.system_prompt:
         entry["system_prompt"] = source.system_prompt
+    if source.reply_classifier:
+        entry["reply_classifier"] = source.reply_classifier
     return entry

@@ -58,7 +58,8 @@ def provider_of(model: str, models: Mapping[str, ModelConfig]) -> str:
 
 def model_roles(version: PolicyVersion, writer_model: str = defaults.SEARCH_WRITER_MODEL) -> dict[str, str]:
     """Every model a policy run of the version may call, by role (the search's writer included)."""
-    return {"agent": version.model, "user": version.user_model, "judge": version.judge_model, "writer": writer_model}
+    roles = {"agent": version.model, "user": version.user_model, "judge": version.judge_model, "writer": writer_model}
+    return roles | ({"replies": version.reply_classifier} if version.reply_classifier else {})
 
 
 def provider_tags(version: PolicyVersion, models: Mapping[str, ModelConfig],

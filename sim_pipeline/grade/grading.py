@@ -20,7 +20,8 @@ from sim_pipeline.grade.judge import Judgment, case_card, judge_one, judge_seed,
 from sim_pipeline.grade.stress import STRESS_COLUMNS, stress_judge
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.protocol.expected import Expected
-from sim_pipeline.protocol.replies import REFUSES, classify_reply
+from sim_pipeline.models.reply_reader import assistant_texts, read_replies
+from sim_pipeline.protocol.replies import REFUSES, classify_reply, read_by
 from sim_pipeline.protocol.statuses import is_error
 from sim_pipeline.situation import AXES, Situation
 
@@ -51,11 +52,12 @@ def combine(conduct_reward: float, judge_reward: float | None) -> float | None:
 
 async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation], *, domain: Domain,
                          judge_model: str, gateway: Gateway, stress: bool = True,
-                         stress_seed: int = defaults.JUDGE_STRESS_SEED) -> pd.DataFrame:
+                         stress_seed: int = defaults.JUDGE_STRESS_SEED, reply_classifier: str = "") -> pd.DataFrame:
     """One grade row per rollout (GRADE_COLUMNS), ordered by rollout id.
 
     With `stress`, the judge is also asked about perturbed and probe variants of a seeded sample of the rows
-    (stress.py); their verdicts fill STRESS_COLUMNS, which stay NaN otherwise.
+    (stress.py); their verdicts fill STRESS_COLUMNS, which stay NaN otherwise. With `reply_classifier`, that model
+    reads the agent's replies for the conduct rules and the markers (models/reply_reader.py), as it did for the oracle.
     """
     rubric = rubric_for(domain)
     version = judge_version(judge_model, rubric, gateway.config(judge_model).identity())
@@ -63,8 +65,13 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     messages = [[dict(m) for m in _as_list(r["messages"])] for r in records]
     cards = [case_card(situations[r["situation_id"]], m) for r, m in zip(records, messages)]
     judgments = await asyncio.gather(*(_judge(gateway, judge_model, rubric, card, r) for r, card in zip(records, cards)))
-    frame = pd.DataFrame([_grade_row(r, m, j, domain, version, situations[r["situation_id"]].want)
-                          for r, m, j in zip(records, messages, judgments)], columns=list(GRADE_COLUMNS))
+    labels: dict[str, frozenset[str]] = {}
+    if reply_classifier:
+        texts = [t for m, r in zip(messages, records) if not is_error(r["status"]) for t in assistant_texts(m)]
+        labels = (await read_replies(gateway, reply_classifier, texts)).labels
+    with read_by(labels):
+        frame = pd.DataFrame([_grade_row(r, m, j, domain, version, situations[r["situation_id"]].want)
+                              for r, m, j in zip(records, messages, judgments)], columns=list(GRADE_COLUMNS))
     for column in ("reward", "judge_reward", "conduct_reward", "gold_reward"):
         frame[column] = frame[column].astype(float)
     frame["graded"] = frame["graded"].astype(bool)

@@ -83,7 +83,8 @@ def _supported_params(model: str) -> frozenset[str] | None:
 
 
 def request_params(config: ModelConfig, sampling: Sampling, tools: list[dict[str, Any]] | None,
-                   tool_choice: dict[str, Any] | None, logprobs: bool) -> tuple[dict[str, Any], list[str]]:
+                   tool_choice: dict[str, Any] | None, logprobs: bool,
+                   response_format: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The provider parameters of one request, and those left out because the provider does not take them.
 
     litellm lists what each provider takes (`get_supported_openai_params`): Anthropic takes no `seed` or
@@ -96,6 +97,8 @@ def request_params(config: ModelConfig, sampling: Sampling, tools: list[dict[str
         wanted["tools"] = tools
         if tool_choice is not None:
             wanted["tool_choice"] = tool_choice
+    if response_format is not None:
+        wanted["response_format"] = response_format
     supported = _supported_params(config.model)
     if logprobs and (config.logprobs == "on" or config.logprobs == "auto" and
                      (supported is None or "logprobs" in supported)):
@@ -196,16 +199,18 @@ class Gateway:
 
     async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        sampling: Sampling = Sampling(), sample_index: int = 0, logprobs: bool = True,
-                       tool_choice: dict[str, Any] | None = None) -> Completion:
+                       tool_choice: dict[str, Any] | None = None,
+                       response_format: dict[str, Any] | None = None) -> Completion:
         """One completion; raises ModelCallError on auth/quota errors, ProviderError after failed retries.
 
-        `tool_choice` forces a tool (the simulated user answers through `user_action`); it is part of the request
-        only for litellm backends.
+        `tool_choice` forces a tool (the simulated user answers through `user_action`) and `response_format` asks
+        for structured output (a JSON schema); both are part of the request only for litellm backends.
         """
         config = self.config(model)
         if config.name not in self._ready:
             self.check(config)
-        key = request_key(config.model, messages, tools, sampling.as_dict(), sample_index, config.identity())
+        asked = sampling.as_dict() | ({"response_format": response_format} if response_format is not None else {})
+        key = request_key(config.model, messages, tools, asked, sample_index, config.identity())
         if self.cache is not None:
             hit = _from_cache(self.cache.get(key))
             if hit is not None:
@@ -217,7 +222,8 @@ class Gateway:
             await limiter.cond.wait_for(lambda: limiter.in_flight < limiter.limit)
             limiter.in_flight += 1
         try:
-            completion = await self._with_retries(config, messages, tools, sampling, logprobs, limiter, tool_choice)
+            completion = await self._with_retries(config, messages, tools, sampling, logprobs, limiter, tool_choice,
+                                                  response_format)
         except ProviderError as exc:
             self._count_failure(config, number, exc)
             raise
@@ -279,7 +285,8 @@ class Gateway:
 
     async def _with_retries(self, config: ModelConfig, messages: list[dict[str, Any]],
                             tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool, limiter: _Limiter,
-                            tool_choice: dict[str, Any] | None = None) -> Completion:
+                            tool_choice: dict[str, Any] | None = None,
+                            response_format: dict[str, Any] | None = None) -> Completion:
         model = config.model
         if model.startswith(CALLABLE_PREFIX):
             return await call_agent(model, messages, tools, sampling, redact=self.redact)
@@ -291,7 +298,8 @@ class Gateway:
         for attempt in range(defaults.GATEWAY_TRIES):
             wait = delay
             try:
-                completion = await self._call(litellm, config, messages, tools, sampling, logprobs, tool_choice)
+                completion = await self._call(litellm, config, messages, tools, sampling, logprobs, tool_choice,
+                                              response_format)
                 if limiter.limit < limiter.cap:
                     limiter.limit += 1  # additive increase after a success: recover from a rate limit slowly
                 return completion
@@ -359,10 +367,11 @@ class Gateway:
 
     async def _call(self, litellm: Any, config: ModelConfig, messages: list[dict[str, Any]],
                     tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool,
-                    tool_choice: dict[str, Any] | None = None) -> Completion:
+                    tool_choice: dict[str, Any] | None = None,
+                    response_format: dict[str, Any] | None = None) -> Completion:
         started = time.perf_counter()
         model = config.model
-        kwargs, dropped = request_params(config, sampling, tools, tool_choice, logprobs)
+        kwargs, dropped = request_params(config, sampling, tools, tool_choice, logprobs, response_format)
         # max_retries=0: the gateway is the one retry layer (the OpenAI client would retry twice inside each try).
         kwargs.update(max_retries=0, timeout=config.timeout_s)
         if config.api_base:

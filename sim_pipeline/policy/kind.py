@@ -4,8 +4,10 @@ A rule kind is one module of this package holding one `RuleKind` object named `K
 pipeline knows about the kind, so no other module branches on a rule's kind:
 
 - `needs` and `validate`: what domain.yaml must give (the loader's clear errors);
-- `stress`: how a situation puts the rule under stress (the right move changes) or keeps it satisfied;
-- `term`: the rule's terms in the situation's frozen `Expected` (what the checks below read);
+- `stress`: how a situation puts the rule under stress (the right move changes) or keeps it satisfied, and
+  `constraints`: the axis combinations in which it never can be (the covering array does not plan them);
+- `term`: the rule's terms in the situation's frozen `Expected` (what the checks below read; a `handover` key names
+  where a request the policy forbids must go instead);
 - `reference`: the step a correct agent takes for it in the reference replay;
 - `violation`: the check the oracle, the conduct rules and the embedded judge share (one function, three readers);
 - `card`: what the judge's case card says of it;

@@ -99,7 +99,7 @@ _TERSE_DONE = _re(
     + r"|^(?:(?!(?:there|are|is|was|were|will|no|not|if|when|i|we|you)\b)[\w#@./$€£,'’-]+\s+){1,8}" + _DONE_VERBS
     + r"(?:\s+(?:successfully|as (?:you )?(?:asked|requested)))?\s*[.!]*$")
 _DONE_WORDS = _re(
-    r"^(?:all\s+)?(?:done|set|sorted|complete|completed|finished)\b|\ball (?:done|set)\b|\bgot it done\b|"
+    r"^(?:all\s+)?(?:done|set|sorted|complete|completed|finished)\b|^\s*success(?:fully)?\s*[:!—-]|\ball (?:done|set)\b|\bgot it done\b|"
     r"\b(?:is|are|was|all)\s+(?:complete|completed|done|finished|in place|live|active again|back up)\b|"
     r"\bcomplete\s*[✅✔]|\bgood news\b.*\b(?:went through|is done|done)\b|\bup and running\b|\bback up and running\b|"
     r"\b(?:listo|erledigt|fatto|c'est fait|je l'ai fait|j'ai \w+|ich habe .* (?:aktualisiert|storniert|gesendet))|"
@@ -142,8 +142,11 @@ _CANT = _re(
     r"you(?:'ll| will|'d| would)? (?:need|have) to (?:contact|call|visit|email|reach|ask|speak|go to|open|file|submit)|"
     r"nothing (?:more |left |else |further )?(?:for me |i can |we can )?(?:to \w+|i can do)|nothing further|"
     r"nothing (?:i|we) can (?!help with\b)\w+|"
-    r"(?:escalated|forwarded|passed|handed|referred|sent (?:it|this|them)? ?up)\b.*\bto (?:a|an|the|our|your) "
-    r"(?:[\w-]+\s+){0,3}(?:supervisor|manager|team|specialist|colleague|agent|department|desk|dba|engineer|human)s?|"
+    r"(?:escalated|forwarded|passed|handed|handing|passing|referred|sent (?:it|this|them)? ?up)\b.*\bto (?:a|an|the|"
+    r"our|your) (?:[\w-]+\s+){0,3}(?:supervisor|manager|team|specialist|colleague|agent|department|desk|dba|engineer|"
+    r"human|pharmacist|librarian|doctor|nurse|clinician|representative|rep|expert|advis[eo]r|staff member)s?|"
+    r"(?:passed|handed|forwarded|sent) (?:it|this|that|your (?:request|case|ticket|question)) (?:on|along|over|up) to\b|"
+    r"no can do|(?:wouldn't|would not|won't|will not|didn't|did not) let (?:me|us)\b|"
     r"not (?:authori[sz]ed|permitted|allowed|possible|eligible|something i can|something we can|within my)|"
     r"(?:isn't|aren't|is not|are not|wasn't|not) (?:possible|allowed|permitted|eligible|available (?:to|for))|"
     r"non-?(?:refundable|transferable|changeable|returnable|cancell?able)|(?:doesn't|does not|don't|do not) "
@@ -167,8 +170,8 @@ _RETRYING = _re(r"\bretry(?:ing)?\b(?! later)|\btrying (?:it )?(?:again|once mor
 _ALREADY = _re(r"\balready\s+(?:been\s+)?(?:\w+ed|departed|shipped|closed|settled|used|expired|passed|done|gone|sent|"
                r"paid|taken)\b|\b(?:has|have|had|is|are|was|were|'s|’s)\s+(?:\w+\s+)?already\b|\bclosed\b.*\bago\b")
 _PRECONDITION = _re(r"\bwithout (?:verifying|verification|confirming|knowing|your|their|his|her|a valid|the (?:order|account|"
-                   r"booking|ticket|reference) (?:number|id))|\buntil (?:you|i)\b|^\s*(?:normally|usually|typically)\b|"
-                   r"\b(?:can't|cannot|can not) be undone\b")
+                   r"booking|ticket|reference) (?:number|id)|an? (?:[\w-]+ ){0,2}(?:number|id|email|address|code|name))|"
+                   r"\buntil (?:you|i)\b|^\s*(?:normally|usually|typically)\b|\b(?:can't|cannot|can not) be undone\b")
 _HANDOFF = _re(r"\b(?:escalated|forwarded|passed|handed|hand you over|transferr(?:ed|ing) you|referred|"
                r"connect you with|contact (?:the|your|our)|call the number|you(?:'d| would)? need to|you'll need to|"
                r"please (?:call|contact|visit))\b")
@@ -198,9 +201,13 @@ _ASK_ACTION = _re(
     r"would (?:that|this) (?:help|work|be ok|be okay|be alright)|does (?:that|this) (?:look right|work|sound good)|"
     r"(?:sound|sounds) good\s*\?|^\s*(?:ok|okay|alright|good)\s*\?|[,—-]\s*(?:ok|okay|alright|yes)\s*\?\s*$|"
     r"(?:want|need|like)\s+(?:one|it|that|them)\s*\?|can\s+i\s+(?:go ahead|start)|"
-    r"(?:would you rather|or would you prefer)\s+i|before i (?:change|do|proceed|submit|send|make)|"
+    r"(?:would you rather|(?:or )?would you prefer)\s+(?:that\s+)?(?:i|we)\b|before i (?:change|do|proceed|submit|send|make)|"
     r"if so,? i(?:'ll| will)|(?:confirm|approve)\s+and\s+i(?:'ll| will)|"
     r"(?:can you|could you|please)\s+confirm\s+(?:that\s+)?you(?:'d| would)?\s+(?:like|want)\b|"
+    r"(?:can you|could you|please)\s+confirm\s+(?:that\s+)?(?:that's|that is|this is|it's)\s+what\s+you\s+(?:want|mean|"
+    r"asked for)\b|"
+    # "Would you like to start a return instead?": another action offered in place of the one refused
+    r"\b(?:would you like|do you want|want) (?:me )?to \w+ (?:a|an|the) [\w\s-]{1,30}\binstead\s*\?|"
     r"\b(?:i|we)\s+can\b.*\bif\s+(?:you|u)(?:'d| would)?\s+(?:like|want)\b|are\s+you\s+(?:ok|okay|fine|happy)\s+with|"
     r"would\s+you\s+like\s+(?:one|it|that|them|a copy)\b|"
     r"if (?:you|u)(?:'d| would)? (?:like|want),?\s+(?:i|we)\s+(?:can|could)\b|"
@@ -275,6 +282,11 @@ _REQUEST = _re(
     r"\b(?:i(?:'ll| will)?|we(?:'ll| will)?)\s+need(?:\s+(?:the following|a few things|some details|a few details))?\s*:|"
     r"\bneed (?:one|a|two) (?:more|last|few)? ?(?:thing|detail|piece)s?\b|"
     r"\bis (?:this|that) (?:the )?(?:correct|right)\b|\bdo you mean\b|\b(?:just )?to clarify\b|"
+    # "I'm unable to look orders up without an order number": the detail it needs, asked for
+    r"\b(?:can't|cannot|unable to|not able to)\b.*\bwithout (?:an?|the|your) (?:[\w-]+ ){0,2}(?:number|id|email|"
+    r"address|code|name)\b|"
+    # "And the reason for the return?": a bare noun phrase asked about
+    r"^\s*(?:and|also|plus)\s+(?:the|your)\s+[\w\s'-]{1,40}\?\s*$|"
     r"\b(?:could|can|would) you (?:please )?(?:send|share|provide|give|tell|confirm|re-?check|double-?check|rephrase|"
     r"paste|upload|attach|describe|spell|check|verify|forward|clarify|specify)\b")
 _WH_STATEMENT = _re(r"^\s*(?:(?:so|and|ok|okay)[,:]?\s+)?(?:what|how|when|where)\s+(?:i|we|you)\s+(?:can|could|will|'ll|did|found|"
@@ -330,6 +342,8 @@ def _is_question(clause: str) -> bool:
 
 
 def _asks_confirmation(clause: str, question: bool) -> bool:
+    if _GENERIC_OFFER.search(clause):
+        return False  # "Is there anything else you'd like me to look at?": an offer of help, no action to approve
     if _CLARIFY_WANT.search(clause) or (question and (_WH.search(clause) or _INFO_NOUN.search(clause))):
         return False  # "What would you like me to do?", "Which one should I cancel?", "Order #?": a detail is asked for
     if _CONFIRM_ACTION.search(clause):
@@ -386,7 +400,7 @@ def _claims_success(clause: str) -> bool:
 
 
 def _refuses(clause: str, *, already: bool = True, retrying: bool = False) -> bool:
-    if _CONDITIONAL.search(clause) or _PRECONDITION.search(clause):
+    if _CONDITIONAL.search(clause) or _PRECONDITION.search(clause) or _UNSURE.search(clause):
         return False  # "If you can't find it...", "I can't do that without verifying you": not a refusal
     if _FIND_FAIL.search(clause) and not _GIVE_UP.search(clause):
         return False

@@ -26,7 +26,7 @@ TOOL_EVENT = pa.struct([("index", pa.int64()), ("tool", pa.string()), ("argument
 # invalid_argument, ...) and the argument it is about (a path inside a nested one: items/0/dish)
 USER_EVENT = pa.struct([("turn", pa.int64()), ("decision", pa.string())])  # protocol/user_events.py
 SAMPLING = pa.struct([("temperature", pa.float64()), ("top_p", pa.float64()), ("max_tokens", pa.int64()),
-                      ("seed", pa.int64()), ("user_model", pa.string()),
+                      ("seed", pa.int64()), ("user_model", pa.string()), ("reply_classifier", pa.string()),
                       ("endpoint", pa.string()), ("dropped_params", pa.list_(pa.string()))])
 ROLLOUT_SCHEMA = pa.schema([
     ("rollout_id", pa.string()), ("situation_id", pa.string()), ("seed", pa.int64()),

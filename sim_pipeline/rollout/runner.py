@@ -13,6 +13,8 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.gateway import Completion, Gateway, ProviderError, Sampling
+from sim_pipeline.models.reply_reader import assistant_texts, read_replies
+from sim_pipeline.protocol.replies import read_by
 from sim_pipeline.protocol.statuses import OK, TURN_CAP, USER_LEFT, is_error
 from sim_pipeline.protocol.user_events import (
     FINISH_ERROR,
@@ -26,6 +28,7 @@ from sim_pipeline.rollout.episode import Episode
 from sim_pipeline.rollout.signature import behavior_signature, describe
 from sim_pipeline.seeding import short_id, stable_int
 from sim_pipeline.situation import AXES, Situation
+from sim_pipeline.world.oracle import Verdict
 from sim_pipeline.world.state import State
 
 
@@ -40,6 +43,7 @@ class Policy:
     max_tokens: int = 1024
     user_model: str = defaults.DEFAULT_USER_MODEL
     system_prompt: str = ""  # appended to the domain's prompt
+    reply_classifier: str = ""  # a model that reads the agent's replies for the oracle ('': the rules)
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         status, finish, error = exc.status, FINISH_ERROR, str(exc)
     except ModelCallError:
         raise  # auth and quota errors stop the run: every later call would fail the same way
-    verdict = None if is_error(status) else episode.verdict()
+    verdict = None if is_error(status) else await _verdict(episode, gateway, policy.reply_classifier)
     messages, final_text = episode.messages, episode.final_text()
     steps = [(e.tool, e.status) for e in episode.sandbox.events]
     return {
@@ -123,6 +127,7 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "messages": messages, "opening_message": episode.opening, "final_text": final_text, "finish_reason": finish,
         "status": status, "error": error, **logprob_columns(turns), "model": policy.model,
         "sampling": agent_sampling.as_dict() | {"user_model": policy.user_model,
+                                                "reply_classifier": policy.reply_classifier,
                                                 "endpoint": gateway.config(policy.model).host(),
                                                 "dropped_params": sorted(dropped)},
         "behavior_signature": behavior_signature(steps, final_text), "behavior": describe(steps, final_text),
@@ -134,6 +139,15 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls,
         "latency_s": time.perf_counter() - started,
     }
+
+
+async def _verdict(episode: Episode, gateway: Gateway, reader: str) -> Verdict:
+    """The oracle's label, with the agent's replies read by `reader` when the registry names one."""
+    if not reader:
+        return episode.verdict()
+    reading = await read_replies(gateway, reader, assistant_texts(episode.messages))
+    with read_by(reading.labels):
+        return episode.verdict()
 
 
 def logprob_columns(turns: list[Completion]) -> dict[str, Any]:

@@ -49,3 +49,40 @@ def test_an_agent_and_a_judge_on_their_own_endpoints_run_together(small_defs, tm
     assert {s["endpoint"] for s in rollouts["sampling"]} == {endpoint}
     assert grades["judge_version"].str.startswith("remote-judge@").all() and (grades["judge_status"] == "ok").all()
     assert JUDGE_KEY not in rollouts.to_json() + grades.to_json()
+
+
+def test_a_reply_classifier_reads_the_agents_replies_in_a_materialization(small_defs, tmp_path, monkeypatch):
+    """The registry's reply_classifier on its own endpoint: asked about the agent's replies while the rollouts and
+    the grades are made, recorded in each rollout's sampling, and its reading is what the labels rest on."""
+    from sim_pipeline.models.reply_reader import FIELDS
+
+    assets, resources, base = small_defs
+    for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    claims = {"content": '{"asks_confirmation": false, "claims_success": true, "refuses": false, '
+                        '"asks_for_information": false, "says_cannot": false}'}
+    assert set(FIELDS) == {"asks_confirmation", "claims_success", "refuses", "asks_for_information", "says_cannot"}
+    with ScriptedServer(lambda request: claims) as reader:
+        path = tmp_path / "reader.yaml"
+        path.write_text(yaml.safe_dump({
+            "models": {"reader": {"model": "openai/scripted-reader", "api_base": reader.base_url}},
+            "policies": {"read-v1": {"domain": "retail", "model": "sim/agent-v2", "reply_classifier": "reader"}}}))
+        resources = {**resources, "registry": RegistryResource(path=str(path))}
+        instance = dg.DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions("retail_policy_version", ["read-v1"])
+        run(assets, resources, instance, ["axes"], None)
+        run(assets, resources, instance, SEED_STEPS[1:], "0")
+        run(assets, resources, instance, POLICY_STEPS, partition_key("read-v1", "0"))
+        asked = reader.requests
+    rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version="read-v1",
+                                                             seed="0"))
+    grades = warehouse.read_table(warehouse.partition_path(base, "retail", "grades", policy_version="read-v1",
+                                                           seed="0"))
+    assert asked and all(r["response_format"]["type"] == "json_schema" for r in asked)
+    assert {s["reply_classifier"] for s in rollouts["sampling"]} == {"reader"}
+    # Every reply reads as a success claim: no rollout passes the oracle by declining, and a conversation that
+    # changed nothing breaks claimed_action_without_call.
+    assert not rollouts["oracle_reason"].str.startswith("declined").any()
+    nothing = grades[rollouts.set_index("rollout_id").loc[grades["rollout_id"], "tool_events"]
+                     .map(lambda e: not any(x["applied"] for x in e)).to_numpy()]
+    assert (nothing["conduct_rule"].notna()).all()

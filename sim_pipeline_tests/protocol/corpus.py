@@ -1,6 +1,8 @@
 """The labelled corpus of agent replies (other models' wording) and precision/recall of a classifier on it.
 
-replies.jsonl is the evaluation corpus; replies_dev.jsonl the development set the rules were first written against;
+replies.jsonl is the evaluation corpus; replies_dev.jsonl the development set the rules were first written against,
+replies_dev2.jsonl a second one (104 replies written after the sealed split was measured, to extend the rules without
+reading its misses);
 replies_sealed.jsonl a sealed split written after the rules were frozen (issue 27), never tuned on: its precision and
 recall are measured and reported (make bench), not fitted. A later session that changes the rules after reading its
 misses must write a new sealed split.

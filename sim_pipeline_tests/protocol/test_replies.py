@@ -15,10 +15,16 @@ from sim_pipeline.protocol.replies import (
 from sim_pipeline_tests.protocol.corpus import CORPUS, DEV, SEALED, load, precision_recall
 
 GOAL = 0.95  # the bar for precision and recall per label
-# The sealed split (never tuned on) as measured when it was written: (precision, recall) per label. A regression
-# guard, not the goal: the goal stays GOAL, and the gaps are reported, not fitted (see corpus.py).
-SEALED_MEASURED = {ASKS_CONFIRMATION: (1.0, 0.909), CLAIMS_SUCCESS: (0.963, 0.839), REFUSES: (0.964, 0.900),
+# The sealed split (never tuned on) as last measured: (precision, recall) per label. A regression guard, not the
+# goal: the goal stays GOAL, and the gaps are reported, not fitted (see corpus.py). Refusals rose from 0.964/0.900
+# when the rules were extended on replies_dev2.jsonl (written without reading the sealed split's misses).
+SEALED_MEASURED = {ASKS_CONFIRMATION: (1.0, 0.909), CLAIMS_SUCCESS: (0.963, 0.839), REFUSES: (1.0, 0.967),
                    ASKS_FOR_INFORMATION: (1.0, 0.967)}
+# The second development set: not held to GOAL (its residual misses are ambiguous or left open), only to what the
+# rules read of it now, so a later change that loses one shows.
+DEV2 = DEV.with_name("replies_dev2.jsonl")
+DEV2_MEASURED = {ASKS_CONFIRMATION: (1.0, 1.0), CLAIMS_SUCCESS: (0.917, 0.917), REFUSES: (1.0, 0.944),
+                 ASKS_FOR_INFORMATION: (1.0, 1.0)}
 
 
 @pytest.mark.parametrize("path", [CORPUS, DEV], ids=["corpus", "dev"])
@@ -43,7 +49,16 @@ def test_the_sealed_split_is_well_formed_and_holds_its_measured_level():
         assert measured[label][0] >= precision - 1e-3 and measured[label][1] >= recall - 1e-3, (label, measured[label])
 
 
-@pytest.mark.parametrize("path", [CORPUS, DEV, SEALED], ids=["corpus", "dev", "sealed"])
+def test_the_second_development_set_holds_its_level():
+    rows = load(DEV2)
+    assert len(rows) >= 100 and all(set(r["labels"]) <= set(REPLY_LABELS) for r in rows)
+    assert not {r["text"] for r in rows} & {r["text"] for r in load(CORPUS) + load(DEV) + load(SEALED)}
+    measured = precision_recall(rows, classify_reply)
+    for label, (precision, recall) in DEV2_MEASURED.items():
+        assert measured[label][0] >= precision - 1e-3 and measured[label][1] >= recall - 1e-3, (label, measured[label])
+
+
+@pytest.mark.parametrize("path", [CORPUS, DEV, DEV2, SEALED], ids=["corpus", "dev", "dev2", "sealed"])
 def test_a_confirmation_question_is_never_also_a_request_for_information(path):
     questions = [r["text"] for r in load(path) if ASKS_CONFIRMATION in r["labels"]
                  and ASKS_FOR_INFORMATION not in r["labels"]]
