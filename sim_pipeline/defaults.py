@@ -103,6 +103,9 @@ WORLD_EXISTS_SHARE = 0.7  # share of ids a user quotes that exist when the situa
 WORLD_SEARCH_HITS = (1, 6)  # records sharing one lookup value (reference: search hits 1..6)
 WORLD_ID_RANGE = (1000, 90000)  # numeric ids are drawn from this half-open range (reference)
 WORLD_DATE_RANGE = ("2022-01-01", "2026-10-31")  # dates fields fall in (reference: 2022-2026)
+WORLD_NOW = "2026-11-01T12:00:00Z"  # the world's clock (expression rules' `now`): just after every drawn date
+EXPRESSION_STRESS_TRIES = 400  # single changes tried to flip an expression rule (fields x candidates; bounded cost)
+EXPRESSION_STRESS_PAIRS = 40  # of them, the first this many are also tried two at a time (780 pairs at most)
 WORLD_FIRST_NAMES = (
     "ana", "ben", "chen", "dara", "eli", "fatima", "gus", "hana", "ivan", "jo", "kemal", "lena",
 )  # varied origins, all ASCII: emails built from them stay valid and never look like placeholders

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import dataclasses
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -65,6 +66,7 @@ class Rule:
     limit: float | None = None  # argument_limit: the largest value; max_calls: the most calls per conversation
     values: tuple[Any, ...] = ()  # allowed_values: the only values allowed; forbidden_argument: values never allowed
     transfer_tool: str | None = None  # transfer_when: the hand-off tool to call instead of a request it forbids
+    when: str | None = None  # expression: the CEL predicate that must hold for its tools to be called
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class Domain:
     constraints: tuple[dict[str, str], ...]
     stances: tuple[str, ...]
     policy_text: str
+    tables: dict[str, Any] = dataclasses.field(default_factory=dict)  # lookups expression rules read (domain.yaml)
 
     def tool(self, name: str) -> Tool | None:
         """The tool called `name`, or None."""
@@ -516,7 +519,7 @@ def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
     tools = tuple(spec.get("tools", ())) or ((spec["tool"],) if "tool" in spec else ())
     return Rule(rule_id, text, kind=spec.get("kind"), tools=tools, verify_tool=spec.get("verify_tool"),
                 argument=spec.get("argument"), limit=spec.get("max"), values=tuple(spec.get("values", ())),
-                transfer_tool=spec.get("transfer_tool"))
+                transfer_tool=spec.get("transfer_tool"), when=spec.get("when"))
 
 
 def is_domain_name(name: Any) -> bool:
@@ -592,5 +595,6 @@ def load_domain(name_or_path: str | Path) -> Domain:
         facts={k: tuple(v) for k, v in spec.get("facts", {}).items()},
         constraints=tuple(spec.get("constraints", ())),
         stances=tuple(spec.get("stances", defaults.STANCES)), policy_text=policy_text,
+        tables=dict(spec.get("tables", {})),
     )
     return replace(inferred, **fields) if inferred is not None else Domain(**fields)

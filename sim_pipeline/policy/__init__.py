@@ -61,9 +61,9 @@ def refusing_rule(rules: Iterable[Rule], tool: str | None, facts: Mapping[str, A
     return None
 
 
-def argument_rules(rules: Iterable[Rule], tool: str | None) -> list[Rule]:
-    """The rules on an argument's value that bind `tool`."""
-    return [r for r in binding(rules, tool) if isinstance(KINDS[r.kind], ArgumentKind)]  # type: ignore[index]
+def watched_arguments(rules: Iterable[Rule], tool: str | None) -> list[str]:
+    """The arguments of `tool` whose values the rules on it judge: an applied call must carry the user's own."""
+    return sorted({a for r in binding(rules, tool) for a in KINDS[r.kind].watches(r)})  # type: ignore[index]
 
 
 def terms(rules: Iterable[Rule], context: TermContext) -> tuple[Term, ...]:

@@ -41,6 +41,9 @@ class ArgumentKind(RuleKind):
         return {"id": rule.id, "kind": rule.kind, "tools": list(rule.tools), "argument": rule.argument,
                 **self.own(rule)}
 
+    def watches(self, rule: Rule) -> tuple[str, ...]:
+        return (rule.argument,) if rule.argument else ()
+
     def refuses_rule(self, rule: Rule, tool: str, value: Any) -> bool:
         """Whether the rule forbids calling `tool` with `value` for its argument."""
         return tool in rule.tools and value is not None and self.refuses(self.fields(rule), value)

@@ -35,7 +35,7 @@ class ConfirmBefore(RuleKind):
         return {}
 
     def reference(self, term: Term, step: ReferenceStep) -> None:
-        if step.writes and step.verified:  # asked once every verification passed: a guarded write is never tried first
+        if step.writes and step.verified and step.reply is None:  # once every verification passed, if still writing
             step.confirm()
 
     def violation(self, term: Term, reading: Reading, expected: Expected) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sim_pipeline.protocol.careful import Call, Reading
@@ -61,6 +61,7 @@ class Draft:
     facts: dict[str, Any]  # what the user knows (mutable)
     notes: dict[str, Any]  # what the user simulator plays (mutable)
     gen: np.random.Generator
+    linked: dict[str, Any] = field(default_factory=dict)  # the records the user's record links to, by link field
     stage: str = "record"
     under_stress: bool = False
     draw_fact: Callable[[str, Mapping[str, Any]], Any] = lambda name, spec: None  # a value the user knows
@@ -85,18 +86,24 @@ class ReferenceStep:
     arguments: Callable[[str], dict[str, Any]]  # what the user knows, as a tool's arguments
     fill: Callable[[str], dict[str, Any]]  # the same, with required arguments the user cannot know written in
     confirm: Callable[[], None]  # ask the user's approval and get their yes
+    look: Callable[[], dict[str, Any] | None] = lambda: None  # read the user's record with a read tool (None: none)
+    cannot: str = ""  # what the reference says when the request cannot be done
     verified: bool = True
     reply: str | None = None  # set when the rule settles the request (a hand-off): the reference says this, and stops
 
 
 @dataclass(frozen=True)
 class TermContext:
-    """What `term` may read: the pack, the intended tool and the entity it acts on."""
+    """What `term` may read: the pack, the intended tool and the entity it acts on, and the situation's world: the
+    user's record as the world holds it, the records it links to (by link field) and the world's clock."""
 
     domain: Domain
     tool: Tool
     entity: Entity | None
     result_keys: tuple[str, ...] = ()  # keys a tool result shows the entity's records under (order, orders)
+    record: Mapping[str, Any] | None = None
+    linked: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    now: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,10 @@ class RuleKind(ABC):
     @abstractmethod
     def validate(self, rule: Rule, tools: Mapping[str, Tool], actions: Mapping[str, Action]) -> Problem | None:
         """What is wrong with the rule in this pack, or None."""
+
+    def watches(self, rule: Rule) -> tuple[str, ...]:
+        """The call arguments whose values the rule judges (an applied call must carry the user's own values)."""
+        return ()
 
     def constraints(self, rule: Rule) -> tuple[dict[str, str], ...]:
         """Axis combinations (rule and another axis's value) in which the rule can never be put under stress, so the

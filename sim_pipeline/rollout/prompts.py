@@ -16,7 +16,8 @@ def agent_system_prompt(domain: Domain, extra: str = "") -> str:
     rules = [{"id": r.id, "kind": r.kind, "tools": list(r.tools), "verify_tool": r.verify_tool,
               "argument": r.argument, "max": r.limit,
               **({"values": list(r.values)} if r.values else {}),
-              **({"transfer_tool": r.transfer_tool} if r.transfer_tool else {})} for r in domain.rules if r.kind]
+              **({"transfer_tool": r.transfer_tool} if r.transfer_tool else {}),
+              **({"when": r.when} if r.when else {})} for r in domain.rules if r.kind]
     card: dict[str, Any] = {"title": domain.title, "rules": rules}
     parts = [domain.agent_role, domain.policy_text.strip(), "The checkable rules, as data:", render_card("policy", card)]
     return "\n\n".join(p for p in [*parts, extra] if p)

@@ -151,6 +151,14 @@ def _fact_value(domain: Domain, name: str, spec: dict[str, Any], record: dict[st
     return value
 
 
+def _linked(record: dict[str, Any] | None, entity: Entity | None, state: State) -> dict[str, Any]:
+    """The records the user's record links to, by link field (an order's customer under `customer_id`)."""
+    if record is None or entity is None:
+        return {}
+    return {field: found for field, target in sorted(entity.links().items())
+            if (found := state.get(target, {}).get(str(record.get(field)))) is not None}
+
+
 def _sources(record: dict[str, Any] | None, entity: Entity | None, state: State) -> list[dict[str, Any]]:
     """The record, then the records its link fields point at (an order's customer knows the customer's email)."""
     if record is None:
@@ -192,6 +200,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
         action = _action(domain, tool, binding)
         record = _choose_record(domain, state, entity, tool, gen, options)
         draft.action, draft.record = action, record
+        draft.linked = _linked(record, entity, state)
         _stress(draft, bound)  # the record stage: before its twin is copied or the user's facts are drawn
         entity_id = record_key(record[entity.id_argument])
         by_lookup = binding.id_argument is None and entity.lookup_by is not None
@@ -258,7 +267,8 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
     opening_facts = _opening_facts(cell, tool, id_argument, facts)
     if cell["stance"] == "mistaken" and entity is not None and id_argument in facts:
         notes["wrong_value"] = {id_argument: _fresh_id(domain, state, entity, gen, options)}
-    refused = policy.refusing_rule(domain.rules, tool.name if tool is not None else None, facts) is not None
+    refused = policy.refusing_rule(domain.rules, tool.name if tool is not None else None, facts) is not None or \
+        bool(notes.get("policy_refused"))
     if event_like:  # nothing to find first: only an identical earlier record makes the write wrong
         state_allows = entity is None or world_state != "already_acted_on"
     else:  # a lookup-only write cannot tell two twins apart, so it must not guess
@@ -286,7 +296,7 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
         effect=effect, setup=WorldSetup(tuple(upserts), tuple(deletes), tuple(masked), fault), phrasings=texts,
         source=source, notes=notes,
     )
-    return dataclasses.replace(made, expected=expect(domain, made, sorted(stressed)))
+    return dataclasses.replace(made, expected=expect(domain, made, sorted(stressed), state))
 
 
 def _opening_facts(cell: dict[str, str], tool: Tool | None, id_argument: str | None, facts: dict[str, Any]) -> list[str]:

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sim_pipeline import policy
+from sim_pipeline import defaults, policy
 from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.policy.kind import TermContext
 from sim_pipeline.protocol.careful import Approval, Call, Reading, closes_in_failure, closing
@@ -68,7 +68,7 @@ def _kind(domain: Domain, intent: Tool | None) -> str:
     return "remove" if intent.kind == "delete" else "change"
 
 
-def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = ()) -> Expected:
+def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = (), state: State | None = None) -> Expected:
     """What a correct rollout of this situation does: the situation builder calls this once and stores the answer
     (`Situation.expected`); every grader reads that copy."""
     intent = domain.tool(situation.intent_tool) if situation.intent_tool else None
@@ -80,16 +80,21 @@ def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = ()) -
     if kind == "new" and intent is not None:
         wanted = [a for a in intent.required if a != (binding.id_argument if binding else None)]
     else:  # the values the policy limits must be the user's, not others that happen to pass
-        wanted = sorted({r.argument for r in policy.argument_rules(domain.rules, situation.intent_tool) if r.argument})
+        wanted = policy.watched_arguments(domain.rules, situation.intent_tool)
     write = situation.expect_write and kind not in ("none", "read")
     forbidden_by = None
     if kind in ("new", "change", "remove") and not write:
-        refused = policy.refusing_rule(domain.rules, situation.intent_tool, situation.facts)
-        forbidden_by = "policy" if refused is not None else "world"
+        refused = policy.refusing_rule(domain.rules, situation.intent_tool, situation.facts) is not None or \
+            bool(situation.notes.get("policy_refused"))
+        forbidden_by = "policy" if refused else "world"
     entity = next((e for e in domain.entities if e.name == situation.entity), None)
     acts_on = binding.entity if binding is not None else None
-    rules = policy.terms(domain.rules, TermContext(domain, intent, acts_on, (acts_on.name, plural(acts_on.name))
-                                                   if acts_on is not None else ())) if intent is not None else ()
+    record = _record(domain, situation)
+    linked = {field: found for field, target in (entity.links().items() if entity is not None else ())
+              if record is not None and (found := (state or {}).get(target, {}).get(str(record.get(field)))) is not None}
+    context = TermContext(domain, intent, acts_on, (acts_on.name, plural(acts_on.name)) if acts_on is not None else (),
+                          record=record, linked=linked, now=defaults.WORLD_NOW) if intent is not None else None
+    rules = policy.terms(domain.rules, context) if context is not None else ()
     handover = next((t["handover"] for t in rules if t.get("handover")), None) if forbidden_by == "policy" else None
     return Expected(
         kind=kind, write=write, tool=situation.intent_tool, entity=situation.entity, entity_id=situation.entity_id,
@@ -102,13 +107,19 @@ def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = ()) -
     )
 
 
+def _record(domain: Domain, situation: Situation) -> dict[str, Any] | None:
+    """The user's record as the situation sets it up in the world (None: it does not exist, or none is named)."""
+    entity = next((e for e in domain.entities if e.name == situation.entity), None)
+    return next((dict(r) for name, r in situation.setup.upserts if entity is not None and name == entity.name
+                 and str(r.get(entity.id_argument)) == situation.entity_id), None)
+
+
 def _owners(domain: Domain, situation: Situation) -> tuple[Owner, ...]:
     """The records the situation's record links to (an order's customer): verifying one of them verifies the user."""
     entity = next((e for e in domain.entities if e.name == situation.entity), None)
     if entity is None:
         return ()
-    record = next((r for name, r in situation.setup.upserts if name == entity.name
-                   and str(r.get(entity.id_argument)) == situation.entity_id), None)
+    record = _record(domain, situation)
     targets = {e.name: e for e in domain.entities}
     return tuple(Owner(target, targets[target].id_argument, str(record[field]))
                  for field, target in sorted(entity.links().items())

@@ -134,6 +134,12 @@ def _filled(domain: Domain, tool: Tool, situation: Situation, seed: int) -> dict
     return args
 
 
+def _look(replay: _Replay, domain: Domain, intent: Tool, situation: Situation, want: Expected) -> dict[str, Any] | None:
+    """Read the user's record with a read tool the facts fill (None: no such tool)."""
+    reader = _reader(domain, intent, situation.facts)
+    return replay.call_until_answered(reader.name, _arguments(reader, situation.facts, want, domain)) if reader else None
+
+
 def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> ReferenceResult:
     """Replay the situation's reference solution in its sandbox and label it with the state oracle."""
     want = situation.want
@@ -150,7 +156,8 @@ def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> R
             want, writes=intent.writes and want.forbidden_by != "policy" and not (want.kind == "new" and not want.write),
             call=lambda name, args: replay.call_until_answered(name, args),
             arguments=lambda name: _arguments(domain.tool(name), situation.facts, want, domain),
-            fill=lambda name: _filled(domain, domain.tool(name), situation, seed), confirm=replay.confirm)
+            fill=lambda name: _filled(domain, domain.tool(name), situation, seed), confirm=replay.confirm,
+            look=lambda: _look(replay, domain, intent, situation, want), cannot=CANNOT_REPLY)
         for term in sorted(want.rules, key=lambda t: policy.KINDS[t["kind"]].order):
             policy.KINDS[term["kind"]].reference(term, step)
         if step.reply is not None:

@@ -1,5 +1,6 @@
 """Each conduct rule on crafted retail transcripts that break it and nothing else; order and evidence."""
 
+import dataclasses
 import json
 
 import pytest
@@ -248,7 +249,7 @@ KIND_CASES = {
     "acted_before_verification": case_acted_before_verification,
     "exceeded_argument_limit": case_exceeded_argument_limit, "forbidden_argument_value": case_forbidden_argument_value,
     "exceeded_max_calls": case_exceeded_max_calls, "acted_on_ineligible": case_acted_on_ineligible,
-    "acted_after_transfer": case_acted_after_transfer,
+    "acted_after_transfer": case_acted_after_transfer, "broke_expression_rule": good_cancel,
 }
 # The situation's expected outcome, for the rules that read it: the user asked to cancel order 48213 (retail), to
 # refund it, or (food_delivery, customer C1234) to refund or cancel order 123456.
@@ -259,7 +260,14 @@ CASE_WANT = {"unrequested_write": CANCEL, "destructive_without_confirmation": CA
              "forbidden_argument_value": want(FOOD, "refund_order", "123456", C1234),
              "exceeded_max_calls": want(FOOD, "refund_order", "123456", C1234),
              "acted_on_ineligible": want(FOOD, "cancel_order", "123456", C1234),
-             "acted_after_transfer": want(FOOD, "refund_order", "123456", C1234)}
+             "acted_after_transfer": want(FOOD, "refund_order", "123456", C1234),
+             # A pack whose policy lets orders be cancelled only while placed, as a CEL predicate on the record (the
+             # term as the expression kind stores it): a verified, confirmed cancel of a shipped order breaks it.
+             "broke_expression_rule": dataclasses.replace(CANCEL, rules=(
+                 {"id": "cancel_while_placed", "kind": "expression", "text": "Cancel only placed orders.",
+                  "tools": ["cancel_order"], "when": "record.status == 'placed'",
+                  "record": {"order_id": "48213", "status": "shipped"}, "linked": {}, "now": defaults.WORLD_NOW,
+                  "tables": {}, "arg_types": {}},))}
 CASE_DOMAIN = {rule: FOOD for rule in ("forbidden_argument_value", "exceeded_max_calls", "acted_on_ineligible",
                                        "acted_after_transfer")}
 

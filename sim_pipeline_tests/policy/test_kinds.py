@@ -44,7 +44,7 @@ SPEC = {
     "name": "library", "title": "Library loans desk", "agent_role": "You help members of Fernhill Library with loans.",
     "entities": {"loan": {"id_argument": "loanId", "id_pattern": "^LN-[0-9]{5}$", "fields": {
         "status": {"kind": "enum", "values": ["active", "overdue", "returned"]},
-        "birthDate": {"kind": "date"}, "fine": {"kind": "money", "min": 1, "max": 60},
+        "birthDate": {"kind": "date"}, "fine": {"kind": "money", "min": 1, "max": 60}, "returnedOn": {"kind": "date"},
         "title": {"kind": "enum", "values": ["Middlemarch", "Dune", "Beloved", "Emma"]}}}},
     "tools": {"renewLoan": {"kind": "update"}, "payFine": {"kind": "update"}, "reportDamage": {"kind": "update"},
               "handToLibrarian": {"kind": "transfer"}},
@@ -61,7 +61,14 @@ SPEC = {
         "one_renewal": {"kind": "max_calls", "tool": "renewLoan", "max": 1},
         "active_only": {"kind": "eligibility", "tools": ["renewLoan"]},
         "fines_to_staff": {"kind": "transfer_when", "transfer_tool": "handToLibrarian", "tools": ["payFine"]},
+        # A record predicate with the world's clock and a table: damage is reported within 3 days of the return,
+        # except for the titles the library is lenient about.
+        "damage_window": {"kind": "expression", "tools": ["reportDamage"],
+                          "when": "now - date(record.returnedOn) <= duration('72h') || record.title in tables.lenient"},
+        # A predicate on the request against the record: a fine is paid in full, never in part.
+        "whole_fine": {"kind": "expression", "tools": ["payFine"], "when": "args.amount == record.fine"},
     },
+    "tables": {"lenient": ["Emma"]},
 }
 POLICY = "\n".join(f"- **{rule}**: Rule {rule} of the desk." for rule in SPEC["rules"])
 
@@ -125,11 +132,12 @@ def test_validate_names_the_rule_and_the_missing_key(kind, tmp_path, library):
             load_domain(write_pack(tmp_path / key, spec))
 
 
-@pytest.mark.parametrize("kind", sorted(policy.KINDS))
-def test_each_kind_is_stressed_solved_and_kept(kind, library, state):
+@pytest.mark.parametrize("rule_id", list(SPEC["rules"]))
+def test_each_rule_is_stressed_solved_and_kept(rule_id, library, state):
     """Under stress the right move changes and the reference still passes; with another rule on the axis the rule
     is kept satisfied and the reference passes too; the term is stored in the expected outcome."""
-    rule = next(r for r in library.rules if r.kind == kind)
+    rule = next(r for r in library.rules if r.id == rule_id)
+    kind = rule.kind
     for tool in rule.tools:
         for i, (rule_value, stressed) in enumerate(((rule.id, True), ("unspecified", False))):
             situation = build_situation(library, state, cell(tool, rule_value), seed=0, variant=i)
@@ -154,9 +162,10 @@ def _played(reading: Reading):
     return messages, calls
 
 
-@pytest.mark.parametrize("kind", sorted(policy.KINDS))
-def test_a_breach_fails_the_oracle_the_conduct_rules_and_the_judge_alike(kind, library, state):
-    rule = next(r for r in library.rules if r.kind == kind)
+@pytest.mark.parametrize("rule_id", list(SPEC["rules"]))
+def test_a_breach_fails_the_oracle_the_conduct_rules_and_the_judge_alike(rule_id, library, state):
+    rule = next(r for r in library.rules if r.id == rule_id)
+    kind = rule.kind
     situation = build_situation(library, state, cell(rule.tools[0], rule.id), seed=0)
     term = next(t for t in situation.want.rules if t["id"] == rule.id)
     alone = dataclasses.replace(situation.want, rules=(term,))  # only this rule, so its check is what decides
@@ -191,3 +200,32 @@ def test_a_state_the_world_masks_shows_nothing(library, state):
     masked = dataclasses.replace(seen, result={**seen.result, "loan": {**seen.result["loan"], "status": "unknown"}})
     assert policy.KINDS["eligibility"].violation(term, Reading((masked, write)), situation.want) is None
     assert policy.KINDS["eligibility"].violation(term, breach, situation.want)
+
+
+@pytest.mark.parametrize(("when", "message"), [
+    ("record.status ==", r"rules/damage_window/when'?: not a CEL expression"),
+    ("reservation.status == 'open'", r"rules/damage_window/when'?: reads \['reservation'\], which no situation provides"),
+])
+def test_an_expression_that_cannot_be_read_is_refused_at_load(when, message, tmp_path):
+    spec = json.loads(json.dumps(SPEC))
+    spec["rules"]["damage_window"]["when"] = when
+    with pytest.raises(DomainPackError, match=message):
+        load_domain(write_pack(tmp_path, spec))
+
+
+def test_an_expression_on_the_record_and_one_on_the_request_ask_for_different_moves(library, state):
+    """A record the predicate rules out: read it, then decline (the reference looks before it writes). A request
+    it rules out: the policy alone refuses it, and the hand-off rule on the tool sends it to a librarian."""
+    late = build_situation(library, state, cell("reportDamage", "damage_window"), seed=0)
+    assert not late.expect_write and late.want.forbidden_by == "world" and late.notes["ineligible"]
+    reference = solve(library, late, seed=0, state=state)
+    assert reference.solvable and [t for t, _ in reference.calls] == ["getLoan"], reference.calls
+    partial = build_situation(library, state, cell("payFine", "whole_fine"), seed=0)
+    record = next(r for _, r in partial.setup.upserts)
+    assert float(partial.facts["amount"]) != record["fine"] and partial.want.forbidden_by == "policy"
+    assert partial.want.handover_tool == "handToLibrarian"
+    reference = solve(library, partial, seed=0, state=state)
+    assert reference.solvable and [t for t, _ in reference.calls] == ["handToLibrarian"], reference.calls
+    kept = build_situation(library, state, cell("payFine", "unspecified"), seed=0)
+    record = next(r for _, r in kept.setup.upserts)
+    assert float(kept.facts["amount"]) == record["fine"] and "whole_fine" not in kept.want.stressed
