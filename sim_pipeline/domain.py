@@ -109,6 +109,35 @@ class Action:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """A value at a path of a record or a call that names another record (world/references.py): `owner.path ->
+    target[.within]`; owner is an entity, a tool or `*`; `[]` marks every item of a list."""
+
+    owner: str
+    path: tuple[str, ...]
+    target: str
+    within: tuple[str, ...] = ()  # a path inside the target record the same object links to (its own list)
+    text: str = ""
+
+
+def parse_reference(line: str) -> Reference:
+    """`owner.a[].b -> target[.c[].d]` as a Reference; ValueError says what is wrong."""
+    if "->" not in line:
+        raise ValueError("no '->' between the path and the entity it names")
+    left, right = (part.strip() for part in line.split("->", 1))
+    owner, _, path = left.partition(".")
+    target, _, within = right.partition(".")
+    if not owner or not path or not target:
+        raise ValueError("write it as owner.path -> entity (owner: an entity, a tool or *)")
+    parts = tuple(path.split("."))
+    inner = tuple(within.split(".")) if within else ()
+    for part in (*parts, *inner):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(?:\[\])?", part):
+            raise ValueError(f"'{part}' is not a key (letters, digits and _, then [] for a list)")
+    return Reference(owner, parts, target, inner, line.strip())
+
+
+@dataclass(frozen=True)
 class Domain:
     """A validated domain pack."""
 
@@ -125,6 +154,7 @@ class Domain:
     stances: tuple[str, ...]
     policy_text: str
     tables: dict[str, Any] = dataclasses.field(default_factory=dict)  # lookups expression rules read (domain.yaml)
+    references: tuple[Reference, ...] = ()  # values inside nested data that name records (`references:`)
 
     def tool(self, name: str) -> Tool | None:
         """The tool called `name`, or None."""
@@ -522,6 +552,54 @@ def _rule(rule_id: str, text: str, spec: dict[str, Any]) -> Rule:
                 transfer_tool=spec.get("transfer_tool"), when=spec.get("when"))
 
 
+def _keys(schema: Any) -> set[str]:
+    """Every property name at any depth of a JSON Schema (where a reference path may start or pass)."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found.update(k for k in (node.get("properties") or {}) if isinstance(k, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def _references(path: Path, spec: dict[str, Any], tools: tuple[Tool, ...],
+                entities: tuple[Entity, ...]) -> tuple[Reference, ...]:
+    """domain.yaml's `references:`, each checked to name an owner, a target and keys that exist."""
+    out = []
+    ents = {e.name: e for e in entities}
+    by_tool = {t.name: t for t in tools}
+    for i, line in enumerate(spec.get("references", [])):
+        where = f"field 'references/{i}'"
+        try:
+            ref = parse_reference(str(line))
+        except ValueError as exc:
+            raise _fail(path, where, f"{line!r}: {exc}", "write e.g. reservation.flights[].flight_number -> flight") \
+                from None
+        if ref.owner != "*" and ref.owner not in ents and ref.owner not in by_tool:
+            raise _fail(path, where, f"'{ref.owner}' is no entity and no tool", f"start with one of "
+                        f"{sorted(ents)}, a tool name or *")
+        if ref.target not in ents:
+            raise _fail(path, where, f"'{ref.target}' is no entity", f"name one of {sorted(ents)}")
+        owner_keys = ({f.name for f in ents[ref.owner].fields} | _keys([t.parameters for t in tools
+                                                                        if entity_of(entities, t) == ents[ref.owner]])
+                      if ref.owner in ents else _keys(by_tool[ref.owner].parameters) if ref.owner in by_tool
+                      else {f.name for e in entities for f in e.fields} | _keys([t.parameters for t in tools]))
+        owner_keys |= {k for e in entities for f in e.fields if f.kind == "schema" for k in _keys(json.loads(f.values[0]))}
+        first = ref.path[0].removesuffix("[]")
+        if first not in owner_keys:
+            raise _fail(path, where, f"no field or argument '{first}' for '{ref.owner}'",
+                        "start the path with a field of the entity or an argument of the tool")
+        if ref.within and ref.within[0].removesuffix("[]") not in {f.name for f in ents[ref.target].fields}:
+            raise _fail(path, where, f"'{ref.within[0]}' is not a field of {ref.target}",
+                        f"name one of {sorted(f.name for f in ents[ref.target].fields)}")
+        out.append(ref)
+    return tuple(out)
+
+
 def is_domain_name(name: Any) -> bool:
     """Whether `name` can name a pack: domain.schema.json's name pattern (a lowercase letter, then lowercase letters,
     digits or _), so never a path."""
@@ -596,5 +674,6 @@ def load_domain(name_or_path: str | Path) -> Domain:
         constraints=tuple(spec.get("constraints", ())),
         stances=tuple(spec.get("stances", defaults.STANCES)), policy_text=policy_text,
         tables=dict(spec.get("tables", {})),
+        references=_references(spec_path, spec, tools, entities),
     )
     return replace(inferred, **fields) if inferred is not None else Domain(**fields)

@@ -1,4 +1,5 @@
-"""Which tool kinds a pack left to guessing, and which guesses to distrust: no silent guesses.
+"""Which tool kinds (and, for a pack without entities, which links) a pack left to guessing, and which guesses to
+distrust: no silent guesses.
 
 A tool whose kind domain.yaml does not declare gets the kind its name's first word suggests (protocol/tool_kinds).
 That guess decides whether the world lets the tool write, so a wrong one is silent and costly: a refill desk whose
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.protocol.tool_kinds import first_verb, guess_kind, writes
+from sim_pipeline.world.infer import InferredDomain
 
 _HANDOFF_TEXT = re.compile(r"\b(?:hand|hands|handoff|pass|passes|transfer|transfers|escalate|escalates)\b[^.]*?"
                            r"\bto (?:a|an|the)\s+(?:\w+\s+)?(?:human|person|agent|specialist|supervisor|pharmacist|"
@@ -64,15 +66,26 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def guess_lines(domain: Domain) -> list[str]:
-    """What `sim-pipeline run` and `policies list` print about a pack's guessed kinds: one note naming them all,
-    and one warning per weak guess with the domain.yaml line that fixes it."""
-    found = guesses(domain)
-    if not found:
+def inferred_links(domain: Domain) -> list[str]:
+    """The links the world inferred for a pack without `entities:` (a `<x>_id` field of another entity), as
+    `entity.field -> target`."""
+    if not isinstance(domain, InferredDomain):
         return []
+    return [f"{e.name}.{field} -> {target}" for e in domain.entities for field, target in sorted(e.links().items())]
+
+
+def guess_lines(domain: Domain) -> list[str]:
+    """What `sim-pipeline run` and `policies list` print about a pack's guesses: one note naming the guessed kinds,
+    one warning per weak guess with the domain.yaml line that fixes it, and one note naming the inferred links."""
+    found = guesses(domain)
     where = _shown(domain.path / "domain.yaml") if domain.path else "domain.yaml"
-    lines = [f"note: {domain.name}: tool kinds guessed from their names (declare them under `tools:` in {where} to "
-             f"fix them): " + ", ".join(f"{g.tool} {g.kind}" for g in found)]
+    links = inferred_links(domain)
+    lines = [f"note: {domain.name}: links inferred from field names (declare `entities:` in {where} to change "
+             f"them): " + ", ".join(links)] if links else []
+    if not found:
+        return lines
+    lines.append(f"note: {domain.name}: tool kinds guessed from their names (declare them under `tools:` in {where} "
+                 f"to fix them): " + ", ".join(f"{g.tool} {g.kind}" for g in found))
     for g in found:
         if g.weak:
             lines.append(f"WARNING: {domain.name}: {g.tool} was guessed kind '{g.kind}', and {g.weak}. If it is a "

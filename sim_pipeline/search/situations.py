@@ -15,6 +15,8 @@ from sim_pipeline.policy.kind import Draft
 from sim_pipeline.models.phrasing import phrasings, request_phrase
 from sim_pipeline.seeding import rng, short_id
 from sim_pipeline.situation import AXES, Situation
+from sim_pipeline.world import references
+from sim_pipeline.world.arguments import compiled_tools
 from sim_pipeline.world.infer import Binding, bind, default_action, makes_record
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.oracle import expect, passes_without_tools
@@ -246,6 +248,9 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
                                       entity=entity, options=options, new=name in written and not event_like)
         if entity is not None and entity.lookup_by and record is not None:
             facts.setdefault(entity.lookup_by, record[entity.lookup_by])
+        named = compiled_tools(domain)[tool.name].references
+        if named:  # what the user asks for names records that exist (their own payment method, a real flight)
+            references.settle(domain, named, facts, state, rng(seed, "references", situation_id), record)
         draft.stage = "facts"
         stressed = _stress(draft, bound)
         action = _action(domain, tool, binding)

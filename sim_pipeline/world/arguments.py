@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
-from sim_pipeline.domain import Action, Domain, Tool
+from sim_pipeline.domain import Action, Domain, Reference, Tool
 from sim_pipeline.world.infer import Binding, bind, default_action, makes_record
 from sim_pipeline.world.placeholder import HINT, placeholder_arguments
 
@@ -33,6 +33,7 @@ class CompiledTool:
     action: Action
     properties: dict[str, Any]
     makes_record: bool  # a write that logs a new record instead of changing one it names
+    references: tuple[Reference, ...] = ()  # the domain's references that bind its arguments (world/references.py)
 
 
 def validator_for(parameters: dict[str, Any]) -> Any:
@@ -44,8 +45,10 @@ def compile_tool(domain: Domain, tool: Tool) -> CompiledTool:
     """Compile one tool of a domain."""
     binding = bind(domain, tool)
     action = domain.actions.get(tool.name) or default_action(tool, binding.id_argument)
+    owner = binding.entity.name if binding.entity is not None else None
+    bound = tuple(r for r in domain.references if r.owner in ("*", tool.name, owner))
     return CompiledTool(tool, validator_for(tool.parameters), binding, action,
-                        dict(tool.parameters.get("properties", {})), makes_record(tool, binding))
+                        dict(tool.parameters.get("properties", {})), makes_record(tool, binding), bound)
 
 
 def _reject_constant(name: str) -> float:

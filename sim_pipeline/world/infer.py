@@ -11,6 +11,8 @@ Rules (tools are read in name order, so the result does not depend on list order
    arguments, like a reason, describe the call, not the record); kinds come from type, enum, format and pattern.
 6. It is found by the first field named in `defaults.WORLD_LOOKUP_ARGUMENTS` or formatted as an email; an entity
    with a synthetic id is found by the first required string argument of its read tools (`get_weather(city)`).
+7. A field named `<x>_id` where `x` is another entity links to that entity's records (`reservation.user_id -> user`):
+   the world draws it from existing users, and a create naming a user that does not exist answers not_found.
 A tool whose name has no noun and that takes no id (e.g. `search(query)`) is bound to no entity.
 """
 
@@ -246,6 +248,11 @@ def _entity(noun: str, tools: tuple[Tool, ...], bindings: Mapping[str, tuple[str
             if arg == bindings[tool.name][1] or arg == id_argument or snake(arg) in defaults.WORLD_QUERY_ARGUMENTS:
                 continue
             if not isinstance(spec, dict):
+                continue
+            linked = _ID.match(snake(arg))
+            if linked and linked["noun"] in ids and linked["noun"] != noun:
+                # `user_id` on a reservation names a user record (rule 7): drawn from the users, checked on create.
+                fields.setdefault(arg, FieldSpec(arg, "link", (linked["noun"],)))
                 continue
             fields.setdefault(arg, field_spec(arg, spec))
             if reads(tool.kind) and arg in tool.required and fields[arg].kind not in ("enum", "integer", "money"):

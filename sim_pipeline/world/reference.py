@@ -152,8 +152,11 @@ def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> R
         # Each rule's own step before the intended write is even tried (verify, confirm; a hand-off settles a
         # request the policy forbids): a careful agent never attempts a guarded write first, even one the world
         # will refuse. A verification that fails ends in a look-up instead.
+        # A record that must not be made twice is looked up instead of written, where a read tool can find it; any
+        # other write is tried, so it is verified and confirmed first.
+        instead = _reader(domain, intent, situation.facts) if want.kind == "new" and not want.write else None
         step = ReferenceStep(
-            want, writes=intent.writes and want.forbidden_by != "policy" and not (want.kind == "new" and not want.write),
+            want, writes=intent.writes and want.forbidden_by != "policy" and instead is None,
             call=lambda name, args: replay.call_until_answered(name, args),
             arguments=lambda name: _arguments(domain.tool(name), situation.facts, want, domain),
             fill=lambda name: _filled(domain, domain.tool(name), situation, seed), confirm=replay.confirm,
@@ -167,8 +170,7 @@ def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> R
         else:
             # A record that must not be made twice is looked up first, as a careful agent does (the world, like most
             # services, would accept the duplicate); a change the world forbids is tried, and must be refused.
-            look = _reader(domain, intent, situation.facts) if want.kind == "new" and not want.write or \
-                not step.verified else None
+            look = instead or (_reader(domain, intent, situation.facts) if not step.verified else None)
             tool = look or (intent if step.verified else None)
             if tool is not None:
                 replay.call_until_answered(tool.name, _arguments(tool, situation.facts, want, domain))

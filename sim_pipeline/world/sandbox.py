@@ -23,6 +23,7 @@ from sim_pipeline.seeding import rng
 from sim_pipeline.world import faults
 from sim_pipeline.world.arguments import CompiledTool, as_object, compiled_tools, rejection
 from sim_pipeline.world.compute import compute_result
+from sim_pipeline.world import references
 from sim_pipeline.world.infer import default_action, infer_domain
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.reads import Reader
@@ -158,6 +159,14 @@ class Sandbox(Reader):
     def _answer(self, compiled: CompiledTool, args: dict[str, Any]) -> dict[str, Any]:
         tool, binding = compiled.tool, compiled.binding
         ent = binding.entity
+        if tool.writes and compiled.references:
+            acted_on = self.state.get(ent.name, {}).get(record_key(args[binding.id_argument])) \
+                if ent is not None and binding.id_argument in args else None
+            where = references.missing(self.domain, compiled.references, args, self.state, acted_on)
+            if where is not None:  # anywhere in the arguments, a value that names no record
+                return self._log(tool.name, args, {"status": "not_found", "path": where,
+                                                   "message": f"{where} names no record that exists"},
+                                 entity=ent.name if ent is not None else None)
         if ent is None:
             if tool.writes:
                 return self._event(compiled, args, None)

@@ -12,6 +12,7 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain, Entity, FieldSpec
 from sim_pipeline.errors import WorldError
 from sim_pipeline.seeding import canonical_json, rng
+from sim_pipeline.world import references
 from sim_pipeline.world.infer import id_schema, is_synthetic
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.values import draw_entity_id, draw_person, draw_value
@@ -99,6 +100,11 @@ def build_state(domain: Domain, seed: int, options: WorldOptions | None = None) 
     state: State = {}
     for entity in link_order(domain):  # linked records first: a link points at a record that exists
         state[entity.name] = _entity_records(domain, entity, seed, options, state)
+    for entity in domain.entities:  # nested values that name records: settled once every table is drawn
+        bound = tuple(r for r in domain.references if r.owner in ("*", entity.name))
+        gen = rng(seed, "references", entity.name)
+        for key in sorted(state[entity.name]) if bound else ():
+            references.settle(domain, bound, state[entity.name][key], state, gen)
     return {e.name: state[e.name] for e in domain.entities}
 
 

@@ -68,3 +68,40 @@ def test_words() -> None:
     assert [plural(w) for w in ("order", "entry", "address")] == ["orders", "entries", "addresses"]
     assert [past_tense(v) for v in ("cancel", "close", "reset", "refund", "send", "deny")] == [
         "cancelled", "closed", "reset", "refunded", "sent", "denied"]
+
+
+def test_a_field_named_after_another_entity_links_to_its_records(tool: Any) -> None:
+    """Travel schemas without a domain.yaml: a reservation's `user_id` (the user entity's own id pattern) names users
+    that exist, in the drawn world and in what the world lets a booking name."""
+    from sim_pipeline.kind_guesses import inferred_links
+    from sim_pipeline.world.sandbox import Sandbox
+    from sim_pipeline.world.setup import WorldSetup
+    from sim_pipeline.world.state import build_state
+
+    user_id = {"type": "string", "pattern": "^[a-z]+_[a-z]+_[0-9]{4}$"}
+    tools = [
+        tool("get_user_details", "A traveller's profile.", {"user_id": user_id}, ["user_id"]),
+        tool("get_reservation_details", "A booking.", {"reservation_id": {"type": "string", "pattern": "^[A-Z0-9]{6}$"}},
+             ["reservation_id"]),
+        tool("book_reservation", "Book a trip for a traveller.",
+             {"reservation_id": {"type": "string", "pattern": "^[A-Z0-9]{6}$"}, "user_id": user_id,
+              "origin": {"type": "string", "pattern": "^[A-Z]{3}$"}, "destination": {"type": "string",
+                                                                                     "pattern": "^[A-Z]{3}$"}},
+             ["reservation_id", "user_id", "origin", "destination"]),
+    ]
+    domain = infer_domain(tools, name="travel")
+    reservation = next(e for e in domain.entities if e.name == "reservation")
+    assert reservation.links() == {"user_id": "user"}
+    assert inferred_links(domain) == ["reservation.user_id -> user"]  # what `sim-pipeline run` prints
+    state = build_state(domain, 0)
+    assert state["reservation"] and all(r["user_id"] in state["user"] for r in state["reservation"].values())
+    closed = WorldSetup((), (), (), None)  # a rollout's world: only the seeded records exist
+    sandbox = Sandbox(domain, seed=0, state=state, setup=closed)
+    user = next(iter(sorted(state["user"])))
+    made = sandbox.call("book_reservation", {"reservation_id": "ZZ9ZZ9", "user_id": user, "origin": "SFO",
+                                             "destination": "JFK"})
+    assert made["status"] == "created"
+    fresh = Sandbox(domain, seed=0, state=state, setup=closed)  # the same free reservation id, for a user nobody is
+    orphan = fresh.call("book_reservation", {"reservation_id": "ZZ9ZZ9", "user_id": "nobody_here_0000",
+                                             "origin": "SFO", "destination": "JFK"})
+    assert orphan["status"] == "not_found" and "no user with id nobody_here_0000" in orphan["message"]

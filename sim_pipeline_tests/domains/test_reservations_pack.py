@@ -1,0 +1,208 @@
+"""A reservations desk written here in another hand (modelled on a public benchmark's airline desk, in our own
+shapes): users holding a list of payment methods, flights, and reservations holding lists of flights, passengers and
+payments. Its references live inside nested data; the world keeps them true and refuses writes that break them, the
+situations ask for real flights and the user's own payment methods, and no applied write names a record that does
+not exist (issue 28, items 1 and 2)."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sim_pipeline import cover
+from sim_pipeline.axes import axis_values, validated_constraints
+from sim_pipeline.domain import load_domain
+from sim_pipeline.errors import DomainPackError
+from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
+from sim_pipeline.search.situations import build_situations
+from sim_pipeline.situation import Situation
+from sim_pipeline.world.sandbox import Sandbox
+from sim_pipeline.world.setup import WorldSetup
+from sim_pipeline.world.state import build_state
+from sim_pipeline_tests.world.conftest import fn
+
+USER_ID = {"type": "string", "pattern": "^[a-z]+_[a-z]+_[0-9]{4}$", "description": "The traveller's id, e.g. mia_li_3668."}
+RES_ID = {"type": "string", "pattern": "^R[A-Z0-9]{5}$", "description": "The reservation code, e.g. R4WQ2Z."}
+FLIGHT_NO = {"type": "string", "pattern": "^HAT[0-9]{3}$", "description": "A flight number, e.g. HAT170."}
+PAYMENT_ID = {"type": "string", "pattern": "^(card|gift|cert)_[0-9]{6}$"}
+FLIGHTS = {"type": "array", "minItems": 1, "maxItems": 2, "items": {
+    "type": "object", "required": ["flight_number", "date"], "additionalProperties": False,
+    "properties": {"flight_number": FLIGHT_NO, "date": {"type": "string", "format": "date"}}}}
+PASSENGERS = {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+    "type": "object", "required": ["first_name", "last_name"], "additionalProperties": False,
+    "properties": {"first_name": {"type": "string", "minLength": 1}, "last_name": {"type": "string", "minLength": 1}}}}
+PAYMENTS = {"type": "array", "minItems": 1, "maxItems": 2, "items": {
+    "type": "object", "required": ["payment_id", "amount"], "additionalProperties": False,
+    "properties": {"payment_id": PAYMENT_ID, "amount": {"type": "number", "minimum": 1}}}}
+CABIN = {"enum": ["basic_economy", "economy", "business"]}
+TOOLS = {
+    "get_user_details": ("Look up a traveller's profile and payment methods.", {"user_id": USER_ID}),
+    "get_reservation_details": ("Look up a reservation.", {"reservation_id": RES_ID}),
+    "get_flight_status": ("Look up a flight's route, date and status.", {"flight_number": FLIGHT_NO}),
+    "book_reservation": ("Book flights for a traveller and the passengers, paid with their payment methods.",
+                         {"user_id": USER_ID, "cabin": CABIN, "flights": FLIGHTS, "passengers": PASSENGERS,
+                          "payment_methods": PAYMENTS}),
+    "update_reservation_flights": ("Change the flights of a reservation, paying any difference with a payment "
+                                   "method of the traveller.", {"reservation_id": RES_ID, "flights": FLIGHTS,
+                                                                "payment_id": PAYMENT_ID}),
+    "cancel_reservation": ("Cancel a reservation.", {"reservation_id": RES_ID}),
+}
+SPEC = {
+    "name": "reservations", "title": "Reservations desk",
+    "agent_role": "You change and cancel flight reservations for the travellers of Haute Air.",
+    "entities": {
+        "user": {"id_argument": "user_id", "id_pattern": USER_ID["pattern"], "fields": {
+            "name": {"kind": "name"}, "membership": {"kind": "enum", "values": ["regular", "silver", "gold"]},
+            "payment_methods": {"kind": "list", "schema": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+                "type": "object", "required": ["payment_id", "kind"], "additionalProperties": False,
+                "properties": {"payment_id": PAYMENT_ID, "kind": {"enum": ["card", "gift_card", "certificate"]}}}}}}},
+        "flight": {"id_argument": "flight_number", "id_pattern": FLIGHT_NO["pattern"], "fields": {
+            "origin": {"kind": "enum", "values": ["SFO", "JFK", "ORD", "SEA"]},
+            "destination": {"kind": "enum", "values": ["LAX", "BOS", "MIA", "DEN"]},
+            "date": {"kind": "date"}, "price": {"kind": "money", "min": 80, "max": 900}}},
+        "reservation": {"id_argument": "reservation_id", "id_pattern": RES_ID["pattern"], "fields": {
+            "user_id": {"kind": "link", "entity": "user"}, "cabin": {"kind": "enum", "values": CABIN["enum"]},
+            "status": {"kind": "enum", "values": ["booked", "flown"]},
+            "flights": {"kind": "list"}, "passengers": {"kind": "list"}, "payment_methods": {"kind": "list"}}},
+    },
+    "tools": {"book_reservation": {"kind": "create", "entity": "reservation"},
+              "update_reservation_flights": {"kind": "update", "entity": "reservation"}},
+    "actions": {"update_reservation_flights": {"sets": {"flights": "$flights"}, "requires": {"status": ["booked"]}},
+                "cancel_reservation": {"sets": {"status": "cancelled"}, "requires": {"status": ["booked"]}}},
+    "references": [
+        "reservation.flights[].flight_number -> flight",
+        "*.payment_methods[].payment_id -> user.payment_methods[].payment_id",
+        "update_reservation_flights.payment_id -> user.payment_methods[].payment_id",
+    ],
+    "rules": {"confirm_changes": {"kind": "confirm_before",
+                                  "tools": ["book_reservation", "update_reservation_flights", "cancel_reservation"]}},
+    "constraints": [{"tool": "book_reservation", "world_state": s} for s in
+                    ("entity_missing", "duplicate_entity", "partially_completed", "unknown", "already_acted_on")],
+}
+POLICY = ("# Haute Air reservations\n\n- **confirm_changes**: Read the change back and get the traveller's yes before "
+          "booking, changing or cancelling.\n")
+
+
+def write_pack(root: Path, spec: dict) -> Path:
+    pack = root / "reservations"
+    (pack / "tools").mkdir(parents=True)
+    for name, (description, properties) in TOOLS.items():
+        (pack / "tools" / f"{name}.json").write_text(json.dumps(fn(name, description, properties, list(properties))))
+    (pack / "domain.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (pack / "policy.md").write_text(POLICY)
+    return pack
+
+
+@pytest.fixture(scope="module")
+def desk(tmp_path_factory):
+    return load_domain(write_pack(tmp_path_factory.mktemp("packs"), SPEC))
+
+
+@pytest.fixture(scope="module")
+def world(desk):
+    return build_state(desk, 0)
+
+
+def names_what_exists(state, args: dict, acted_on: dict | None = None) -> list[str]:
+    """An independent walk: every flight a call or record names exists, on its date, and every payment id is one of
+    the traveller's own (the one its user_id names, else the reservation's)."""
+    bad = []
+    for i, leg in enumerate(args.get("flights") or []):
+        leg = leg if isinstance(leg, dict) else {}
+        flight = state["flight"].get(leg.get("flight_number"))
+        if flight is None or flight["date"] != leg.get("date"):
+            bad.append(f"flights/{i}: {leg}")
+    user = state["user"].get(args.get("user_id") or (acted_on or {}).get("user_id"), {})
+    own = {m["payment_id"] for m in user.get("payment_methods", [])}
+    paid = [p.get("payment_id") for p in args.get("payment_methods") or [] if isinstance(p, dict)] + (
+        [args["payment_id"]] if "payment_id" in args else [])
+    bad += [f"payment {p} is not {user.get('user_id')}'s" for p in paid if p not in own]
+    return bad
+
+
+def test_drawn_reservations_name_real_flights_on_their_dates_and_their_travellers_own_payments(world):
+    assert world["reservation"] and world["flight"]
+    broken = {key: names_what_exists(world, r) for key, r in world["reservation"].items()}
+    assert not any(broken.values()), {k: v for k, v in broken.items() if v}
+
+
+def test_a_write_naming_anything_that_does_not_exist_is_not_found_with_its_path(desk, world):
+    user = next(u for _, u in sorted(world["user"].items()))
+    flight = next(f for _, f in sorted(world["flight"].items()))
+    mine = user["payment_methods"][0]["payment_id"]
+    someone_else = next(m["payment_id"] for _, u in sorted(world["user"].items()) if u is not user
+                        for m in u["payment_methods"] if m["payment_id"] not in
+                        {x["payment_id"] for x in user["payment_methods"]})
+    booking = {"user_id": user["user_id"], "cabin": "economy",
+               "flights": [{"flight_number": flight["flight_number"], "date": flight["date"]}],
+               "passengers": [{"first_name": "Ada", "last_name": "Okafor"}],
+               "payment_methods": [{"payment_id": mine, "amount": flight["price"]}]}
+    closed = WorldSetup((), (), (), None)
+
+    def book(**changes):
+        return Sandbox(desk, seed=0, state=world, setup=closed).call("book_reservation", {**booking, **changes})
+
+    assert book()["status"] == "created"
+    ghost = book(flights=[{"flight_number": "HAT999", "date": flight["date"]}] if "HAT999" not in world["flight"]
+                 else [{"flight_number": "HAT998", "date": flight["date"]}])
+    assert ghost["status"] == "not_found" and ghost["path"] == "flights/0/flight_number"
+    stolen = book(payment_methods=[{"payment_id": someone_else, "amount": 10}])
+    assert stolen["status"] == "not_found" and stolen["path"] == "payment_methods/0/payment_id"
+    reservation = next(r for _, r in sorted(world["reservation"].items()) if r["status"] == "booked")
+    change = Sandbox(desk, seed=0, state=world, setup=closed).call("update_reservation_flights", {
+        "reservation_id": reservation["reservation_id"], "flights": booking["flights"], "payment_id": someone_else})
+    assert change["status"] == "not_found" and change["path"] == "payment_id"
+
+
+@pytest.fixture(scope="module")
+def situations(desk, world):
+    cells = cover.covering_array(axis_values(desk), seed=0, constraints=validated_constraints(desk))
+    table = build_situations(desk, world, cells, seed=0, n_phrasings=1)
+    return table, [Situation.from_row(r) for r in table.to_dict("records")]
+
+
+def test_every_situation_asks_for_real_flights_and_own_payments_and_is_solvable(desk, world, situations):
+    table, made = situations
+    unsolvable = table[~table["solvable"]]
+    assert unsolvable.empty, unsolvable[["situation_id", "tool", "world_state", "reference"]].to_dict("records")
+    writes = [s for s in made if s.intent_tool in ("book_reservation", "update_reservation_flights")]
+    assert len(writes) >= 10
+    for s in writes:
+        if s.cell["world_state"] == "entity_missing":
+            continue  # the reservation the user names does not exist: there is no traveller to pay from
+        record = next((r for e, r in s.setup.upserts if e == "reservation"), None)
+        assert not names_what_exists(world, s.facts, record), (s.situation_id, s.facts)
+
+
+def test_no_applied_write_of_an_embedded_agent_names_a_record_that_does_not_exist(desk, world, situations):
+    _, made = situations
+    specs = [RolloutSpec(s, 0, k) for s in made for k in range(2)]
+    rows = asyncio.run(run_rollouts(specs, Policy("v2", "sim/agent-v2"), domain=desk, state=world,
+                                    gateway=Gateway(fast_path=True)))
+    by_id = {s.situation_id: s for s in made}
+    applied = bad = 0
+    for row in rows.to_dict("records"):
+        situation = by_id[row["situation_id"]]
+        record = next((r for e, r in situation.setup.upserts if e == "reservation"), None)
+        for event in row["tool_events"]:
+            if event["applied"] and event["tool"] in ("book_reservation", "update_reservation_flights"):
+                applied += 1
+                bad += bool(names_what_exists(world, json.loads(event["arguments"]), record))
+    assert applied >= 5 and bad == 0, (applied, bad)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("reservation.flights[].flight_number", "no '->'"),
+    ("booking.flights[].flight_number -> flight", "'booking' is no entity and no tool"),
+    ("reservation.legs[].flight_number -> flight", "no field or argument 'legs'"),
+    ("reservation.flights[].flight_number -> plane", "'plane' is no entity"),
+    ("*.payment_methods[].payment_id -> user.wallet[].payment_id", "'wallet\\[\\]' is not a field of user"),
+])
+def test_a_reference_that_names_nothing_is_refused_at_load(line, message, tmp_path):
+    spec = json.loads(json.dumps(SPEC))
+    spec["references"] = [line]
+    with pytest.raises(DomainPackError, match=rf"references/0'?: .*{message}"):
+        load_domain(write_pack(tmp_path, spec))
