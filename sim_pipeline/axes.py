@@ -42,6 +42,28 @@ def validated_constraints(domain: Domain) -> tuple[dict[str, str], ...]:
     return domain.constraints + policy.constraints(domain.rules)
 
 
+def stress_rows(domain: Domain, constraints: tuple[dict[str, str], ...] = ()) -> list[dict[str, str]]:
+    """Cells the plan must include so that every structured rule meets a tool it binds in at least
+    `RULE_STRESS_MIN_CELLS` situations a seed, where it is put under stress (a pairwise plan pairs a rule with one of
+    its tools about once). Each differs by stance, and none is a combination the constraints forbid."""
+    stances = axis_values(domain)["stance"]
+    rows: list[dict[str, str]] = []
+    for rule in domain.rules:
+        if not rule.kind or not rule.tools:
+            continue
+        made = 0
+        for i in range(len(stances) * len(rule.tools)):
+            row = {"tool": rule.tools[i % len(rule.tools)], "rule": rule.id, "stance": stances[i % len(stances)]}
+            if row in rows or any(all(row.get(axis) == value for axis, value in combo.items()) for combo in constraints
+                                  if set(combo) <= set(row)):
+                continue
+            rows.append(row)
+            made += 1
+            if made == defaults.RULE_STRESS_MIN_CELLS:
+                break
+    return rows
+
+
 def tool_class(domain: Domain, tool: str) -> str:
     """The class of a tool axis value: read (verify, compute), destructive (delete), other (create, update, transfer,
     other and the synthetic values)."""

@@ -104,6 +104,7 @@ WORLD_SEARCH_HITS = (1, 6)  # records sharing one lookup value (reference: searc
 WORLD_ID_RANGE = (1000, 90000)  # numeric ids are drawn from this half-open range (reference)
 WORLD_DATE_RANGE = ("2022-01-01", "2026-10-31")  # dates fields fall in (reference: 2022-2026)
 WORLD_NOW = "2026-11-01T12:00:00Z"  # the world's clock (expression rules' `now`): just after every drawn date
+RULE_STRESS_MIN_CELLS = 5  # planned cells per structured rule that pair it with a tool it binds (issue 28's bar)
 EXPRESSION_STRESS_TRIES = 400  # single changes tried to flip an expression rule (fields x candidates; bounded cost)
 EXPRESSION_STRESS_PAIRS = 40  # of them, the first this many are also tried two at a time (780 pairs at most)
 WORLD_FIRST_NAMES = (

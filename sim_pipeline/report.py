@@ -17,6 +17,7 @@ from sim_pipeline.measure.passat import NOOP_FLOOR
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
 from sim_pipeline.rollout.world_fit import domain_fit, fit_problems, fit_sentence
+from sim_pipeline.search.situations import stressed_counts
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,11 @@ def solvable_lines(situations: pd.DataFrame | None) -> list[str]:
     bad = situations[~situations["solvable"].astype(bool)]
     lines = [f"  situations    {len(situations)} planned, {len(situations) - len(bad)} solvable (a reference solution "
              "passes the oracle in the sandbox)"]
+    counts = stressed_counts(situations)
+    if counts:
+        fewest = min(counts, key=lambda rule: (counts[rule], rule))
+        lines.append(f"  {'':<13} every structured rule under stress in {counts[fewest]} to {max(counts.values())} "
+                     f"situations (fewest: {fewest})")
     if len(bad):
         lines.append(f"  {'':<13} situations_solvable FAILED: the world cannot reach {len(bad)} goals; fix the pack")
         lines += [f"  {'':<13} - {r.situation_id} ({r.tool}, {r.world_state}, {r.tool_condition}): {r.reference}"

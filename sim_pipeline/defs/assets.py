@@ -11,7 +11,7 @@ import dagster as dg
 import pandas as pd
 
 from sim_pipeline import cover, defaults
-from sim_pipeline.axes import axes_table, axis_values, validated_constraints
+from sim_pipeline.axes import axes_table, axis_values, stress_rows, validated_constraints
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.defs import checks
 from sim_pipeline.defs.cuts import cut_asset
@@ -36,7 +36,7 @@ from sim_pipeline.rollout.row import rollout_table
 from sim_pipeline.rollout.runner import Policy
 from sim_pipeline.rollout.simulate import simulate
 from sim_pipeline.rollout.world_fit import domain_fit
-from sim_pipeline.search.situations import build_situations
+from sim_pipeline.search.situations import build_situations, stressed_counts
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state, state_from_table, state_table
 
@@ -181,6 +181,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         previous = store.read_one(name, "covering_array", seed=context.partition_key)
         started = time.perf_counter()
         cells = cover.covering_array(values, seed=int(context.partition_key), constraints=constraints,
+                                     must_include=stress_rows(domain, constraints),
                                      previous=previous)
         stats = cover.plan_stats(values, cells, constraints=constraints)
         kept = cover.rows_kept(previous, cells)
@@ -204,6 +205,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         table = build_situations(domain, state_from_table(world), covering_array, seed=int(context.partition_key),
                                  n_phrasings=simulation.settings().n_phrasings)
         yield dg.Output(table, metadata={"situations": len(table), "solvable": int(table["solvable"].sum()),
+                                         "under_stress": dg.MetadataValue.json(stressed_counts(table)),
                                          "split": dg.MetadataValue.json(table["split"].value_counts().to_dict())})
         yield checks.situations_solvable_result(table)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import numpy as np
@@ -335,3 +336,17 @@ def build_situations(domain: Domain, state: State, cells: pd.DataFrame, *, seed:
                      "solvable": reference.solvable, "reference": reference.reason,
                      "reference_calls": [f"{tool}({args})" for tool, args in reference.calls]})
     return pd.DataFrame(rows).sort_values("situation_id", kind="stable").reset_index(drop=True)
+
+
+def stressed_counts(situations: pd.DataFrame) -> dict[str, int]:
+    """Per structured rule, the situations that put it under stress (each situation's stored expected outcome)."""
+    if "expected" not in situations:
+        return {}
+    counts: dict[str, int] = {}
+    for text in situations["expected"]:
+        want = json.loads(text) if isinstance(text, str) else {}
+        for rule in {t["id"] for t in want.get("rules", ())} | set(want.get("stressed", ())):
+            counts.setdefault(rule, 0)
+        for rule in want.get("stressed", ()):
+            counts[rule] += 1
+    return counts
