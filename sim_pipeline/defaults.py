@@ -167,6 +167,8 @@ COMPUTE_MAX_EXPONENT = 64  # ** with a larger exponent is refused: 10**10**10 wo
 COMPUTE_MAX_MAGNITUDE = 1e15  # results beyond this are refused: no price or count in a support domain is larger
 REFERENCE_MAX_RETRIES = 3  # the reference solution retries a faulted call this often: more than the sandbox's
 # transient faults ever fire (WorldOptions.fault_hits), so only a persistent fault outlasts it
+WORLD_FIT_MAX_UNSUPPLIED_SHARE = 0.10  # applied writes carrying a value nobody supplied: above this the world accepts
+# what it cannot check (an invented flight, a payment method nobody has). Shipped packs measure 0-8% (agent-v1's ids).
 WORLD_FIT_MIN_CALLS = 10  # fewer calls (or tries) than this say too little to call a tool's fit poor
 INTENT_CLEAR_PROBABILITY = 0.5  # below this top intent probability the agent asks what the user wants
 

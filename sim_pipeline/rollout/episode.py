@@ -140,5 +140,6 @@ class Episode:
                  "status": e.status, "entity_id": e.entity_id, "applied": e.applied,
                  "turn": turns[e.index] if e.index < len(turns) else None,
                  "error": e.result.get("error") if e.status == "rejected" else None,
-                 "field": _rejected_field(e.result) if e.status == "rejected" else None}
+                 # the argument a rejection is about, or the path of the value a not_found names nothing with
+                 "field": _rejected_field(e.result) if e.status == "rejected" else e.result.get("path")}
                 for e in self.sandbox.events]

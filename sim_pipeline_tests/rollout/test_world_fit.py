@@ -61,6 +61,32 @@ def test_values_the_conversation_supplied_count_against_the_world_invented_ones_
     assert "get: 15% of 20 calls refused for a value the user or a tool supplied" in fit_sentence(fit.reset_index())
 
 
+def test_a_record_the_conversation_named_that_the_world_lacks_counts_against_it():
+    """not_found for a value inside the arguments (a reference): against the world when the user or a tool supplied
+    it (the world does not know its own records), not when the agent made it up."""
+    told = event("book", "not_found", field="flights/0/flight_number",
+                 arguments='{"flights": [{"flight_number": "ORD-77", "date": "2024-12-31"}]}')
+    invented = event("book", "not_found", field="flights/0/flight_number",
+                     arguments='{"flights": [{"flight_number": "HAT999", "date": "2024-12-31"}]}')
+    fit = world_fit(rollouts(*[("r", "ok", [told])] * 3 + [("r", "ok", [invented])] * 9), SITUATIONS,
+                    ["book"]).set_index("tool")
+    assert fit.loc["book", "ref_not_found"] == 1.0 and fit.loc["book", "told_not_found"] == pytest.approx(0.25)
+    assert [p.kind for p in fit_problems(fit.reset_index())] == ["told_not_found"]
+    assert "100.0% named a record that does not exist inside their arguments" in fit_sentence(fit.reset_index())
+
+
+def test_writes_applied_with_values_nobody_supplied_make_the_fit_poor():
+    """A world that applies a booking of a flight nobody mentioned accepted what it could not check."""
+    supplied = event("cancel", "updated", applied=True, arguments='{"order_id": "ORD-77", "date": "31/12/2024"}')
+    made_up = event("cancel", "updated", applied=True, arguments='{"order_id": "ORD-77", "note": "note 162"}')
+    fit = world_fit(rollouts(*[("w", "ok", [supplied])] * 8 + [("w", "ok", [made_up])] * 4), SITUATIONS,
+                    ["cancel"]).set_index("tool")
+    assert (fit.loc["cancel", "applied"], fit.loc["cancel", "unsupplied"]) == (12, 4)
+    problems = fit_problems(fit.reset_index())
+    assert [p.kind for p in problems] == ["unsupplied"] and "4 of 12 applied writes" in problems[0].sentence
+    assert fit_problems(world_fit(rollouts(*[("w", "ok", [supplied])] * 12), SITUATIONS, ["cancel"])) == []
+
+
 def test_a_told_value_must_precede_the_call():
     late = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "{}"},
             {"role": "user", "content": "My order id is ORD-77."}]
