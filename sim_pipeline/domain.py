@@ -155,6 +155,7 @@ class Domain:
     policy_text: str
     tables: dict[str, Any] = dataclasses.field(default_factory=dict)  # lookups expression rules read (domain.yaml)
     references: tuple[Reference, ...] = ()  # values inside nested data that name records (`references:`)
+    records: dict[str, tuple[dict[str, Any], ...]] = dataclasses.field(default_factory=dict)  # records/<entity>.jsonl
 
     def tool(self, name: str) -> Tool | None:
         """The tool called `name`, or None."""
@@ -676,4 +677,8 @@ def load_domain(name_or_path: str | Path) -> Domain:
         tables=dict(spec.get("tables", {})),
         references=_references(spec_path, spec, tools, entities),
     )
-    return replace(inferred, **fields) if inferred is not None else Domain(**fields)
+    made = replace(inferred, **fields) if inferred is not None else Domain(**fields)
+    from sim_pipeline.pack_records import load_records  # it reads the loaded pack: imported where it is used
+
+    shipped = load_records(path, made)
+    return replace(made, records=shipped) if shipped else made

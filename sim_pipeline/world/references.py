@@ -29,7 +29,7 @@ from sim_pipeline.domain import Domain, Reference, Tool
 Found = tuple[str, Any, dict[str, Any] | list[Any], Any]  # (path as text, value, container, key or index)
 
 
-def _walk(value: Any, path: tuple[str, ...], where: str = "") -> Iterator[Found]:
+def walk(value: Any, path: tuple[str, ...], where: str = "") -> Iterator[Found]:
     """Every place a path reaches in a value: its text path, the value there, and the container and key holding it."""
     if not path:
         return
@@ -43,18 +43,18 @@ def _walk(value: Any, path: tuple[str, ...], where: str = "") -> Iterator[Found]
         items = value[key] if isinstance(value[key], list) else []
         for i, item in enumerate(items):
             if rest:
-                yield from _walk(item, rest, f"{here}/{i}")
+                yield from walk(item, rest, f"{here}/{i}")
             else:
                 yield f"{here}/{i}", item, items, i
     elif rest:
-        yield from _walk(value[key], rest, here)
+        yield from walk(value[key], rest, here)
     else:
         yield here, value[key], value, key
 
 
 def _container(value: Any, path: tuple[str, ...]) -> Iterator[dict[str, Any]]:
     """The objects holding the last key of a path (a list item `{flight_number, date}` for `flights[].flight_number`)."""
-    for _, _, container, _ in _walk(value, path):
+    for _, _, container, _ in walk(value, path):
         if isinstance(container, dict):
             yield container
 
@@ -84,14 +84,14 @@ def allowed(domain: Domain, reference: Reference, holder: Mapping[str, Any], sta
     parent = records.get(str(owner.get(target.id_argument))) if target.id_argument in owner else None
     if parent is None:
         return None
-    return {str(v) for _, v, _, _ in _walk(parent, reference.within)}
+    return {str(v) for _, v, _, _ in walk(parent, reference.within)}
 
 
 def missing(domain: Domain, references: tuple[Reference, ...], arguments: Mapping[str, Any],
             state: Mapping[str, Any], acted_on: Mapping[str, Any] | None = None) -> str | None:
     """The path of the first value in a call's arguments that names no record (None: every one names one)."""
     for reference in references:
-        for where, value, _, _ in _walk(dict(arguments), reference.path):
+        for where, value, _, _ in walk(dict(arguments), reference.path):
             ok = allowed(domain, reference, arguments, state, acted_on)
             if ok is not None and str(value) not in ok:
                 return where
@@ -116,7 +116,7 @@ def settle(domain: Domain, references: tuple[Reference, ...], holder: dict[str, 
         if not ok:
             continue
         choices = sorted(ok)
-        for _, value, container, key in list(_walk(holder, reference.path)):
+        for _, value, container, key in list(walk(holder, reference.path)):
             if str(value) not in ok:
                 container[key] = _like(value, choices[int(gen.integers(len(choices)))])
                 changed += 1

@@ -77,6 +77,8 @@ def _entity_records(domain: Domain, entity: Entity, seed: int, options: WorldOpt
     records: dict[str, dict[str, Any]] = {}
     if not entity.fields and is_synthetic(domain, entity.name):
         return records  # an event log (sent messages, payments) starts empty
+    for shipped in domain.records.get(entity.name, ()):  # the team's own records first (pack_records.py)
+        records[record_key(shipped[entity.id_argument])] = {VERSION_FIELD: 1, **dict(shipped)}
     lookup_spec = next((f for f in entity.fields if f.name == entity.lookup_by), None)
     while len(records) < options.records_per_entity:
         # Records come in groups sharing one lookup value (a customer with several orders): the search hit count.
@@ -103,8 +105,10 @@ def build_state(domain: Domain, seed: int, options: WorldOptions | None = None) 
     for entity in domain.entities:  # nested values that name records: settled once every table is drawn
         bound = tuple(r for r in domain.references if r.owner in ("*", entity.name))
         gen = rng(seed, "references", entity.name)
+        shipped = {record_key(r[entity.id_argument]) for r in domain.records.get(entity.name, ())}
         for key in sorted(state[entity.name]) if bound else ():
-            references.settle(domain, bound, state[entity.name][key], state, gen)
+            if key not in shipped:  # the team's records are kept as they are (checked when the pack loads)
+                references.settle(domain, bound, state[entity.name][key], state, gen)
     return {e.name: state[e.name] for e in domain.entities}
 
 

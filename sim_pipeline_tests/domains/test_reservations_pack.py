@@ -86,13 +86,23 @@ POLICY = ("# Haute Air reservations\n\n- **confirm_changes**: Read the change ba
           "booking, changing or cancelling.\n")
 
 
-def write_pack(root: Path, spec: dict) -> Path:
+# The desk's own flight schedule, shipped with the pack (records/flight.jsonl): the world uses it instead of drawing.
+SCHEDULE = [{"flight_number": f"HAT{100 + 7 * i}", "origin": ["SFO", "JFK", "ORD", "SEA"][i % 4],
+             "destination": ["LAX", "BOS", "MIA", "DEN"][i % 4], "date": f"2026-11-{10 + i:02d}", "price": 120.0 + 35 * i}
+            for i in range(6)]
+
+
+def write_pack(root: Path, spec: dict, records: dict[str, list] | None = None) -> Path:
     pack = root / "reservations"
     (pack / "tools").mkdir(parents=True)
     for name, (description, properties) in TOOLS.items():
         (pack / "tools" / f"{name}.json").write_text(json.dumps(fn(name, description, properties, list(properties))))
     (pack / "domain.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     (pack / "policy.md").write_text(POLICY)
+    (pack / "records").mkdir()
+    for entity, rows in (records if records is not None else {"flight": SCHEDULE}).items():
+        (pack / "records" / f"{entity}.jsonl").write_text("".join(
+            (row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows))
     return pack
 
 
@@ -121,6 +131,12 @@ def names_what_exists(state, args: dict, acted_on: dict | None = None) -> list[s
         [args["payment_id"]] if "payment_id" in args else [])
     bad += [f"payment {p} is not {user.get('user_id')}'s" for p in paid if p not in own]
     return bad
+
+
+def test_the_desks_own_flights_are_the_worlds_and_drawn_ones_extend_them(desk, world):
+    assert [world["flight"][f["flight_number"]] for f in SCHEDULE] == [{"version": 1, **f} for f in SCHEDULE]
+    assert len(world["flight"]) == len(build_state(desk, 1)["flight"]) > len(SCHEDULE)  # drawn flights fill up
+    assert build_state(desk, 1)["flight"]["HAT100"] == world["flight"]["HAT100"]  # the same on every seed
 
 
 def test_drawn_reservations_name_real_flights_on_their_dates_and_their_travellers_own_payments(world):
@@ -206,3 +222,39 @@ def test_a_reference_that_names_nothing_is_refused_at_load(line, message, tmp_pa
     spec["references"] = [line]
     with pytest.raises(DomainPackError, match=rf"references/0'?: .*{message}"):
         load_domain(write_pack(tmp_path, spec))
+
+
+@pytest.mark.parametrize(("records", "message"), [
+    ({"plane": [SCHEDULE[0]]}, r"records/plane.jsonl: file: no entity 'plane'"),
+    ({"flight": ['{"flight_number": "HAT100", "origin": ']}, r"flight.jsonl: line 1: record: not JSON"),
+    ({"flight": [SCHEDULE[0], {**SCHEDULE[1], "gate": "B7"}]}, r"line 2: field 'gate': not a field of flight"),
+    ({"flight": [{**SCHEDULE[0], "origin": "LHR"}]}, r"line 1: field 'origin': 'LHR' is not one of"),
+    ({"flight": [{**SCHEDULE[0], "date": "next tuesday"}]}, r"field 'date': 'next tuesday' is not an ISO date"),
+    ({"flight": [{"origin": "SFO"}]}, r"line 1: field 'flight_number': missing"),
+    ({"flight": [SCHEDULE[0], SCHEDULE[0]]}, r"line 2: field 'flight_number': 'HAT100' again \(first on line 1\)"),
+    ({"flight": [{**SCHEDULE[0], "flight_number": "BA100"}]}, r"'BA100' does not match the id pattern"),
+    ({"flight": SCHEDULE, "reservation": [{"reservation_id": "RABCDE", "user_id": "mia_li_3668"}]},
+     r"reservation.jsonl: line 1: field 'user_id': links to user 'mia_li_3668', which no records/user.jsonl holds"),
+])
+def test_a_shipped_record_the_pack_cannot_hold_names_file_line_and_field(records, message, tmp_path):
+    with pytest.raises(DomainPackError, match=message):
+        load_domain(write_pack(tmp_path, SPEC, records))
+
+
+def test_a_shipped_reference_must_name_a_shipped_record(tmp_path):
+    user = {"user_id": "mia_li_3668", "name": "Mia Li", "membership": "gold",
+            "payment_methods": [{"payment_id": "card_100001", "kind": "card"}]}
+    booking = {"reservation_id": "RABCDE", "user_id": "mia_li_3668", "cabin": "economy", "status": "booked",
+               "flights": [{"flight_number": "HAT100", "date": "2026-11-10"}],
+               "passengers": [{"first_name": "Mia", "last_name": "Li"}],
+               "payment_methods": [{"payment_id": "card_100001", "amount": 120.0}]}
+    desk = load_domain(write_pack(tmp_path / "ok", SPEC, {"flight": SCHEDULE, "user": [user], "reservation": [booking]}))
+    assert build_state(desk, 0)["reservation"]["RABCDE"]["flights"] == booking["flights"]  # kept, never re-drawn
+    ghost = {**booking, "flights": [{"flight_number": "HAT999", "date": "2026-11-10"}]}
+    with pytest.raises(DomainPackError, match=r"reservation.jsonl: line 1: field 'flights/0/flight_number': names no "
+                                              r"flight that a records file holds"):
+        load_domain(write_pack(tmp_path / "ghost", SPEC, {"flight": SCHEDULE, "user": [user], "reservation": [ghost]}))
+    stolen = {**booking, "payment_methods": [{"payment_id": "card_999999", "amount": 1.0}]}
+    with pytest.raises(DomainPackError, match=r"field 'payment_methods/0/payment_id': names no user"):
+        load_domain(write_pack(tmp_path / "stolen", SPEC, {"flight": SCHEDULE, "user": [user],
+                                                            "reservation": [stolen]}))
