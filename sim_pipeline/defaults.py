@@ -103,6 +103,7 @@ WORLD_EXISTS_SHARE = 0.7  # share of ids a user quotes that exist when the situa
 WORLD_SEARCH_HITS = (1, 6)  # records sharing one lookup value (reference: search hits 1..6)
 WORLD_ID_RANGE = (1000, 90000)  # numeric ids are drawn from this half-open range (reference)
 WORLD_DATE_RANGE = ("2022-01-01", "2026-10-31")  # dates fields fall in (reference: 2022-2026)
+WORLD_DATE_OPEN_SPAN_DAYS = 3650  # a date field bounded on one side only spans ten years from that bound
 WORLD_NOW = "2026-11-01T12:00:00Z"  # the world's clock (expression rules' `now`): just after every drawn date
 RULE_STRESS_MIN_CELLS = 5  # planned cells per structured rule that pair it with a tool it binds (issue 28's bar)
 EXPRESSION_STRESS_TRIES = 400  # single changes tried to flip an expression rule (fields x candidates; bounded cost)

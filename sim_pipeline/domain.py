@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import dataclasses
+import datetime
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -82,6 +83,8 @@ class FieldSpec:
     values: tuple[str, ...] = ()
     low: float | None = None
     high: float | None = None
+    earliest: str | None = None  # a date field's bounds: ISO dates, or relative to the world's clock (now-80y)
+    latest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -487,7 +490,40 @@ def _field(path: Path, entity: str, name: str, spec: dict[str, Any], tools: tupl
                         f"use a schema of type {wanted} (or kind {'object' if kind == 'list' else 'list'})")
         _check_json_schema(path, f"entities/{entity}/fields/{name}/schema", schema, "fix the schema")
         return FieldSpec(name, "schema", (json.dumps(schema, sort_keys=True),))
+    if kind == "date":
+        for key in ("min", "max"):
+            if key in spec and day_bound(spec[key]) is None:
+                raise _fail(path, f"{where[:-1]}/{key}'", f"{spec[key]!r} is not a date bound", "write an ISO date "
+                            "(2026-11-01) or one relative to the world's clock: now, now-80y, now+90d (d, w, m, y)")
+        earliest, latest = (day_bound(spec[k]) if k in spec else None for k in ("min", "max"))
+        if earliest and latest and earliest > latest:
+            raise _fail(path, f"{where[:-1]}/min'", f"{spec['min']} is after {spec['max']}", "put the earlier bound "
+                        "in min")
+        return FieldSpec(name, kind, tuple(spec.get("values", ())), earliest=spec.get("min"), latest=spec.get("max"))
+    for key in ("min", "max"):
+        if isinstance(spec.get(key), str):
+            raise _fail(path, f"{where[:-1]}/{key}'", f"{spec[key]!r} is text on a {kind} field", "give a number (text "
+                        "bounds are for dates)")
     return FieldSpec(name, kind, tuple(spec.get("values", ())), spec.get("min"), spec.get("max"))
+
+
+_RELATIVE = re.compile(r"^now(?:([+-])(\d+)([dwmy]))?$")
+_DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
+
+
+def day_bound(value: Any, now: str = defaults.WORLD_NOW) -> str | None:
+    """A date bound as an ISO date: itself, or resolved against the world's clock ('now-80y'); None if neither."""
+    text = str(value).strip()
+    clock = datetime.date.fromisoformat(now[:10])
+    found = _RELATIVE.match(text)
+    if found:
+        sign, amount, unit = found.groups()
+        days = int(amount) * _DAYS[unit] if amount else 0
+        return (clock + datetime.timedelta(days=-days if sign == "-" else days)).isoformat()
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        return None
 
 
 def _id_pattern(path: Path, entity: str, spec: dict[str, Any], tools: tuple[Tool, ...]) -> str | None:

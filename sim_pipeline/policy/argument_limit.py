@@ -36,15 +36,19 @@ class ArgumentLimit(ArgumentKind):
         return round(term["max"] * defaults.LIMIT_OVER_FACTOR, 2)
 
     def stress(self, rule: Rule, draft: Draft) -> bool:
-        """The record's amount (its first money field) over the limit when the rule is under stress and under it
-        otherwise, so the user's amount, drawn from the record, follows; a user's value that still does not (a
-        pooled one) is set the same way."""
+        """The user's value over the limit when the rule is under stress and under it otherwise, in the argument's
+        own type (a day count stays a whole number). The record follows where it holds the value: its field of the
+        argument's name, else, for an amount, its first money field (the order total a refund is drawn from)."""
         factor = defaults.LIMIT_OVER_FACTOR if draft.under_stress else defaults.LIMIT_UNDER_FACTOR
         amount = round((rule.limit or 0) * factor, 2)
         if draft.stage == "record":
-            money = next((k for k, v in (draft.record or {}).items() if isinstance(v, float)), None)
-            if money is not None:
-                draft.record[money] = amount  # type: ignore[index]
+            schema = draft.tool.parameters.get("properties", {}).get(rule.argument or "", {})
+            record = draft.record or {}
+            held = rule.argument if rule.argument in record and isinstance(record[rule.argument], (int, float)) \
+                else next((k for k, v in record.items() if isinstance(v, float)), None) \
+                if schema.get("type") == "number" else None
+            if held is not None:
+                draft.record[held] = amount  # type: ignore[index]
             return False
         term = self.fields(rule)
         if rule.argument and self.refuses(term, draft.facts.get(rule.argument)) is not draft.under_stress:

@@ -144,6 +144,8 @@ def _fact_value(domain: Domain, name: str, spec: dict[str, Any], record: dict[st
             return source[name]
     if spec.get("type") in ("number", "integer") and record is not None and not new:
         money = next((v for v in record.values() if isinstance(v, float)), None)
+        if money is not None and spec.get("type") == "integer":
+            money = int(round(money))  # a count the user gives is a whole number, whatever field it came from
         if money is not None and fits(money, spec):
             return money
     value = draw_from_schema(spec, gen, options or WorldOptions(), name=name)

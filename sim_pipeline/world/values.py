@@ -16,7 +16,7 @@ import jsonschema
 import numpy as np
 
 from sim_pipeline import defaults
-from sim_pipeline.domain import FieldSpec
+from sim_pipeline.domain import FieldSpec, day_bound
 from sim_pipeline.world.options import WorldOptions
 from sim_pipeline.world.patterns import draw_pattern
 
@@ -32,8 +32,13 @@ def draw_person(gen: np.random.Generator, options: WorldOptions) -> tuple[str, s
     return f"{first.title()} {last.title()}", f"{first}.{last}{gen.integers(10, 99)}@{domain}"
 
 
-def _date(gen: np.random.Generator, options: WorldOptions) -> str:
+def _date(gen: np.random.Generator, options: WorldOptions, spec: FieldSpec | None = None) -> str:
     start, end = (dt.date.fromisoformat(d) for d in options.date_range)
+    if spec is not None and (spec.earliest or spec.latest):  # the field's own bounds, relative to the world's clock
+        span = dt.timedelta(days=defaults.WORLD_DATE_OPEN_SPAN_DAYS)
+        low = dt.date.fromisoformat(day_bound(spec.earliest) or "") if spec.earliest else None
+        high = dt.date.fromisoformat(day_bound(spec.latest) or "") if spec.latest else None
+        start, end = low or (high - span), high or (low + span)  # type: ignore[operator]
     return (start + dt.timedelta(days=int(gen.integers((end - start).days + 1)))).isoformat()
 
 
@@ -56,7 +61,7 @@ def draw_value(spec: FieldSpec, gen: np.random.Generator, options: WorldOptions)
         low = 0 if spec.low is None else int(spec.low)
         return int(gen.integers(low, max(low, 100 if spec.high is None else int(spec.high)) + 1))
     if kind == "date":
-        return _date(gen, options)
+        return _date(gen, options, spec)
     if kind in ("email", "name"):
         name, email = draw_person(gen, options)
         return email if kind == "email" else _sized(name, spec.low, spec.high)

@@ -56,13 +56,15 @@ SPEC = {
     "entities": {
         "user": {"id_argument": "user_id", "id_pattern": USER_ID["pattern"], "fields": {
             "name": {"kind": "name"}, "membership": {"kind": "enum", "values": ["regular", "silver", "gold"]},
+            "born": {"kind": "date", "min": "now-90y", "max": "now-18y"},
             "payment_methods": {"kind": "list", "schema": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
                 "type": "object", "required": ["payment_id", "kind"], "additionalProperties": False,
                 "properties": {"payment_id": PAYMENT_ID, "kind": {"enum": ["card", "gift_card", "certificate"]}}}}}}},
         "flight": {"id_argument": "flight_number", "id_pattern": FLIGHT_NO["pattern"], "fields": {
             "origin": {"kind": "enum", "values": ["SFO", "JFK", "ORD", "SEA"]},
             "destination": {"kind": "enum", "values": ["LAX", "BOS", "MIA", "DEN"]},
-            "date": {"kind": "date"}, "price": {"kind": "money", "min": 80, "max": 900}}},
+            "date": {"kind": "date", "min": "now+1d", "max": "now+180d"}, "price": {"kind": "money", "min": 80,
+                                                                                  "max": 900}}},
         "reservation": {"id_argument": "reservation_id", "id_pattern": RES_ID["pattern"], "fields": {
             "user_id": {"kind": "link", "entity": "user"}, "cabin": {"kind": "enum", "values": CABIN["enum"]},
             "status": {"kind": "enum", "values": ["booked", "flown"]},
@@ -258,3 +260,22 @@ def test_a_shipped_reference_must_name_a_shipped_record(tmp_path):
     with pytest.raises(DomainPackError, match=r"field 'payment_methods/0/payment_id': names no user"):
         load_domain(write_pack(tmp_path / "stolen", SPEC, {"flight": SCHEDULE, "user": [user],
                                                             "reservation": [stolen]}))
+
+
+def test_dates_are_drawn_within_their_bounds_on_the_worlds_clock(world):
+    """Travellers are adults born in the past, flights leave in the future (WORLD_NOW is 2026-11-01)."""
+    born = [u["born"] for u in world["user"].values()]
+    assert born and all("1936-11-13" <= b <= "2008-11-13" for b in born), (min(born), max(born))
+    drawn = [f["date"] for k, f in world["flight"].items() if k not in {s["flight_number"] for s in SCHEDULE}]
+    assert drawn and all("2026-11-02" <= d <= "2027-04-30" for d in drawn), (min(drawn), max(drawn))
+
+
+@pytest.mark.parametrize(("bound", "message"), [
+    ({"min": "next week"}, r"fields/date/min'?: 'next week' is not a date bound.*now-80y"),
+    ({"min": "now+10d", "max": "now+1d"}, r"fields/date/min'?: now\+10d is after now\+1d"),
+])
+def test_a_date_bound_that_cannot_be_read_is_refused(bound, message, tmp_path):
+    spec = json.loads(json.dumps(SPEC))
+    spec["entities"]["flight"]["fields"]["date"] = {"kind": "date", **bound}
+    with pytest.raises(DomainPackError, match=message):
+        load_domain(write_pack(tmp_path, spec))
