@@ -16,12 +16,16 @@ import jsonschema
 
 from sim_pipeline import defaults
 from sim_pipeline.definition_files import load_json, load_yaml, read_definition
+from sim_pipeline import expressions
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.policy import KINDS
 from sim_pipeline.protocol.tool_kinds import guess_kind, writes
 
 _HERE = Path(__file__).parent
 DOMAINS_DIR = _HERE.parent / "data" / "domains"
+# What a computed value (`actions: <tool>: computes:`) may read: the call, the record it acts on and those it links to,
+# every table of the world, domain.yaml's tables and the world's clock.
+COMPUTE_ROOTS = ("args", "record", "linked", "records", "tables", "now")
 RULE_ID_PATTERN = r"[a-z][a-z0-9_]*"  # a rule id: a value of the rule axis, and its key under domain.yaml `rules:`
 _RULE_LINE = re.compile(rf"^\s*[-*]\s+\*\*(?P<id>{RULE_ID_PATTERN})\*\*\s*:\s*(?P<text>.+)$")
 # What an author may have meant as a rule line, whatever its mistakes: a list item (bullet or number) whose first
@@ -109,6 +113,7 @@ class Action:
     tool: str
     sets: dict[str, str]
     requires: dict[str, tuple[str, ...]]
+    computes: dict[str, str] = dataclasses.field(default_factory=dict)  # field -> CEL the world works it out by
 
 
 @dataclass(frozen=True)
@@ -422,6 +427,17 @@ def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[T
             if isinstance(value, str) and value.startswith("$") and value[1:] not in arguments:
                 raise _fail(path, f"field 'actions/{tool_name}/sets/{field}'", f"'{value}' names no argument of "
                             f"{tool_name}", f"use $ and one of {sorted(arguments)}")
+        for field, expression in action.get("computes", {}).items():
+            where = f"field 'actions/{tool_name}/computes/{field}'"
+            try:
+                unknown = sorted(expressions.reads(expression) - set(COMPUTE_ROOTS))
+            except ValueError as exc:
+                raise _fail(path, where, f"not a CEL expression ({str(exc).splitlines()[0]})", "write e.g. "
+                            "sum(args.flights.map(f, records.flight[f.flight_number].price)) * "
+                            "double(size(args.passengers))") from None
+            if unknown:
+                raise _fail(path, where, f"reads {unknown}, which the world does not provide",
+                            f"read only {list(COMPUTE_ROOTS)}")
     actions = _actions(spec)
     for rule_id, rule in spec.get("rules", {}).items():
         problem = KINDS[rule["kind"]].validate(_rule(rule_id, "", rule), by_name, actions)
@@ -432,7 +448,8 @@ def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[T
 
 def _actions(spec: dict[str, Any]) -> dict[str, Action]:
     """domain.yaml's `actions:` (what each writing tool sets, and the states it requires)."""
-    return {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()})
+    return {t: Action(t, dict(a.get("sets", {})), {k: tuple(v) for k, v in a.get("requires", {}).items()},
+                      dict(a.get("computes", {})))
             for t, a in spec.get("actions", {}).items()}
 
 

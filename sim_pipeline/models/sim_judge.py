@@ -36,7 +36,7 @@ import numpy as np
 from sim_pipeline import defaults, policy
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, read
-from sim_pipeline.protocol.careful import Approval, Call, closes_in_failure, replies_after
+from sim_pipeline.protocol.careful import Approval, Call, closes_in_failure, misstated, replies_after
 from sim_pipeline.protocol.careful import Reading as CallReading
 from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
@@ -133,7 +133,7 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
             return 1, f"the agent created the record with {intent}"
         if len(made) != 1 or len(applied) != 1:
             return 0, f"expected exactly one {intent} and no other change"
-        return _told(messages, reading.turns.index(made[0]), trust_claims) or (
+        return _told(messages, reading.turns.index(made[0]), trust_claims, made[0].result) or (
             1, f"the agent created the record with {intent}")
     right = [t for t in applied if t.name == intent and str(t.arguments.get(id_arg)) == str(target)]
     if len(applied) > len(right):
@@ -142,20 +142,25 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         return (1, "the agent says the requested change was made") if claimed else (
             0, "the requested change was not confirmed by the tool for the customer's record")
     first = reading.turns.index(right[0])  # the rules before it (verification, confirmation): _careless
-    return _told(messages, first, trust_claims) or (1, "the change was made for the right record, within the policy")
+    return _told(messages, first, trust_claims, right[0].result) or (
+        1, "the change was made for the right record, within the policy")
 
 
-def _told(messages: list[dict[str, Any]], call: int, trust_claims: bool) -> tuple[int, str] | None:
-    """A fail when the agent never told the customer about the change made by the `call`-th tool call, or closed
-    saying it could not be done; None when it told them."""
+def _told(messages: list[dict[str, Any]], call: int, trust_claims: bool,
+          result: dict[str, Any] | None = None) -> tuple[int, str] | None:
+    """A fail when the agent never told the customer about the change made by the `call`-th tool call, closed
+    saying it could not be done, or stated an amount other than what the tool result computed; None when it told
+    them."""
     turns = tool_turns(messages)
     if trust_claims:
         return None
-    if not replies_after(messages, turns[call] if call < len(turns) else len(messages)):
+    turn = turns[call] if call < len(turns) else len(messages)
+    if not replies_after(messages, turn):
         return 0, "the agent never told the customer the change was made"
     if closes_in_failure(messages):
         return 0, "the agent told the customer it could not be done, although the change was made"
-    return None
+    misquoted = misstated(messages, turn, (result or {}).get("computed") or {})
+    return (0, f"the agent {misquoted}") if misquoted else None
 
 
 def _careless(want: Expected, reading: Reading, messages: list[dict[str, Any]], *, trust_claims: bool) -> str | None:

@@ -5,7 +5,7 @@ field: `linked.customer_id.tier`), `args` (the call's arguments), `now` (the wor
 `now - date(record.booked_at) < duration('24h')`, where `date` reads an ISO date or date-time) and `tables`
 (domain.yaml's lookup tables: `args.bags <= tables.allowance[linked.user_id.tier][record.cabin]`), with CEL's own
 operators and macros (`size`, `all`, `exists`, `map`, `filter`) and `sum(list)`. CEL is evaluated by the Rust cel-interpreter (the
-common-expression-language package): no `eval`, no home-made parser, no side effects.
+common-expression-language package, sim_pipeline/expressions.py): no `eval`, no home-made parser, no side effects.
 
 A situation under stress is one where the predicate does not hold (its record or the user's request is changed until
 it fails), with the right move for each side: where only the call's arguments break it, the policy alone forbids the
@@ -20,13 +20,11 @@ import itertools
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import cel
-
 from sim_pipeline import defaults
+from sim_pipeline.expressions import FAILURES, date, evaluate, reads
 from sim_pipeline.policy.kind import Breach, Draft, Problem, ReferenceStep, RuleKind, Term, TermContext, attempts, \
     write_call
 from sim_pipeline.protocol.careful import Reading
@@ -41,40 +39,16 @@ _DURATION = re.compile(r"duration\(\s*['\"](\d+)([smhd])['\"]\s*\)")
 _UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-@lru_cache(maxsize=256)
-def _program(when: str) -> Any:
-    return cel.compile(when)
-
-
-def date(text: str) -> datetime:
-    """An ISO date ('2026-10-31', midnight UTC) or date-time ('2026-10-31T20:00:00Z') as a timestamp."""
-    moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
-
-def _context(**roots: Any) -> Any:
-    context = cel.Context()
-    context.add_function("sum", lambda items: sum(items))
-    context.add_function("date", date)
-    context.update({k: v for k, v in roots.items()})
-    return context
-
-
 def holds(when: str, *, record: Mapping[str, Any] | None, linked: Mapping[str, Any] | None, args: Mapping[str, Any],
           now: str, tables: Mapping[str, Any]) -> bool | None:
     """The predicate's value, or None when it cannot be evaluated on these values (a field it reads is missing, a
     type does not match): an undecidable predicate forbids nothing."""
     try:
-        value = cel.evaluate(when, _context(record=dict(record or {}), linked=dict(linked or {}), args=dict(args),
-                                            now=date(now), tables=dict(tables)))
-    except (KeyError, TypeError, ValueError, RuntimeError):
+        value = evaluate(when, {"record": dict(record or {}), "linked": dict(linked or {}), "args": dict(args),
+                                "now": now, "tables": dict(tables)})
+    except FAILURES:
         return None
     return value if isinstance(value, bool) else None
-
-
-def _reads(when: str) -> set[str]:
-    """The roots a predicate reads."""
-    return set(_program(when).variables())
 
 
 class Expression(RuleKind):
@@ -86,7 +60,7 @@ class Expression(RuleKind):
     def validate(self, rule: Rule, tools: Mapping[str, Tool], actions: Mapping[str, Action]) -> Problem | None:
         example = "now - date(record.booked_at) < duration('24h') || record.insured"
         try:
-            unknown = sorted(_reads(rule.when or "") - set(ROOTS))
+            unknown = sorted(reads(rule.when or "") - set(ROOTS))
         except ValueError as exc:
             return Problem("when", f"not a CEL expression ({str(exc).splitlines()[0]})", f"write a predicate, e.g. "
                            f"{example}")
@@ -120,7 +94,7 @@ class Expression(RuleKind):
         if now_holds is False:
             # A predicate on the record alone: the write is not allowed on it (read it, then decline); one that reads
             # the request: the policy refuses what the user asks (decline, or hand it over).
-            draft.notes["policy_refused" if "args" in _reads(rule.when) else "ineligible"] = True
+            draft.notes["policy_refused" if "args" in reads(rule.when) else "ineligible"] = True
         return draft.under_stress and now_holds is False
 
     def term(self, rule: Rule, context: TermContext) -> Term:

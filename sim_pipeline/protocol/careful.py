@@ -175,6 +175,35 @@ def claim_after_failure(reading: Reading) -> str | None:
     return None
 
 
+# An amount as a reply states one: with a currency sign or word, or with cents ("$1,240", "85.50 EUR", "1240.00").
+_AMOUNT = re.compile(r"[$€£]\s?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?)\s?(?:usd|eur|gbp|dollars?|euros?|pounds?)\b|"
+                     r"(?<![\w.-])(\d[\d,]*\.\d{2})(?![\w.-]|\.\d)", re.IGNORECASE)
+
+
+def amounts(text: str) -> list[float]:
+    """The amounts a reply states."""
+    found = []
+    for match in _AMOUNT.finditer(text or ""):
+        number = next(g for g in match.groups() if g)
+        try:
+            found.append(float(number.replace(",", "")))
+        except ValueError:
+            continue
+    return found
+
+
+def misstated(messages: Sequence[dict[str, Any]], turn: int, computed: Mapping[str, Any]) -> str | None:
+    """A reply after a write whose world-computed values (a price, a refund, a balance) it misstates: it states
+    amounts and none is one the world computed (a reply that states none is not checked)."""
+    values = [float(v) for v in computed.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    for _, text in replies_after(messages, turn) if values else ():
+        stated = amounts(text)
+        if stated and not any(abs(s - v) < 0.005 for s in stated for v in values):
+            return (f"told the user {stated[0]:g} where the world computed "
+                    + ", ".join(f"{k} {v:g}" for k, v in sorted(computed.items()) if isinstance(v, (int, float))))
+    return None
+
+
 def closing(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
     """The labels of the agent's last reply (empty when it never wrote one)."""
     texts = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sim_pipeline import defaults, policy
 from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.policy.kind import TermContext
-from sim_pipeline.protocol.careful import Approval, Call, Reading, closes_in_failure, closing
+from sim_pipeline.protocol.careful import Approval, Call, Reading, closes_in_failure, closing, misstated
 from sim_pipeline.protocol.expected import Expected, Owner
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
@@ -294,6 +294,9 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
         return _fail(f"never told the user after {want.tool} was applied")
     if closes_in_failure(messages):
         return _fail(f"closed saying the request could not be done, although {want.tool} was applied")
+    misquoted = misstated(messages, write_turn, made[0].result.get("computed") or {})
+    if misquoted is not None:  # the world worked out a price or a balance, and the agent told the user another
+        return _fail(misquoted)
     return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
 
 

@@ -180,5 +180,8 @@ def solve(domain: Domain, situation: Situation, *, seed: int, state: State) -> R
             replay.say(DONE_REPLY if done else CANNOT_REPLY)  # the reference never claims what the world refused
     verdict = label(domain, situation, sandbox.events, sandbox.snapshot(), replay.messages, replay.user_events)
     calls = tuple((e.tool, json.dumps(e.arguments, sort_keys=True)) for e in sandbox.events)
+    if sandbox.compute_errors:  # a price the world cannot work out: every score over it would measure the pack
+        return ReferenceResult(False, sandbox.compute_errors[0], calls, tuple(replay.messages),
+                               tuple(replay.user_events))
     return ReferenceResult(verdict.reward >= 1.0, verdict.reason, calls, tuple(replay.messages),
                            tuple(replay.user_events))

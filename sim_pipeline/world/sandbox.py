@@ -23,6 +23,7 @@ from sim_pipeline.seeding import rng
 from sim_pipeline.world import faults
 from sim_pipeline.world.arguments import CompiledTool, as_object, compiled_tools, rejection
 from sim_pipeline.world.compute import compute_result
+from sim_pipeline import defaults, expressions
 from sim_pipeline.world import references
 from sim_pipeline.world.infer import default_action, infer_domain
 from sim_pipeline.world.options import WorldOptions
@@ -100,6 +101,7 @@ class Sandbox(Reader):
         self._calls_of: dict[str, int] = {}
         self._faulted = 0
         self.events: list[Event] = []
+        self.compute_errors: list[str] = []  # computed values (actions' `computes:`) the data could not give
 
     @classmethod
     def from_tools(cls, tools: Sequence[Mapping[str, Any]], *, seed: int, options: WorldOptions | None = None,
@@ -245,12 +247,13 @@ class Sandbox(Reader):
             self._deleted.add((ent.name, key))
             return self._log(name, args, {"status": "deleted", ent.name: self._visible(ent.name, key, record)},
                              applied=True, **where)
-        updated = {**record, **effect}
+        computed = self._computed(compiled, args, record, ent)
+        updated = {**record, **effect, **computed}
         updated.pop(PENDING_FIELD, None)
         updated[VERSION_FIELD] = int(record.get(VERSION_FIELD, 1)) + 1
         table[key] = updated
-        return self._log(name, args, {"status": "updated", ent.name: self._visible(ent.name, key, updated)},
-                         applied=True, **where)
+        return self._log(name, args, {"status": "updated", ent.name: self._visible(ent.name, key, updated),
+                                      **({"computed": computed} if computed else {})}, applied=True, **where)
 
     def _create(self, compiled: CompiledTool, args: dict[str, Any], ent: Entity, *, given: Any = None) -> dict[str, Any]:
         name = compiled.tool.name
@@ -265,10 +268,31 @@ class Sandbox(Reader):
             return self._log(name, args, {"status": "not_found", "message": orphan}, entity=ent.name)
         skip = {ent.id_argument, compiled.binding.id_argument}
         record = {ent.id_argument: made, **{k: v for k, v in args.items() if k not in skip}, VERSION_FIELD: 1}
+        computed = self._computed(compiled, args, record, ent)
+        record.update(computed)
         key = record_key(made)
         table[key] = record
-        return self._log(name, args, {"status": "created", ent.name: dict(sorted(record.items()))},
+        return self._log(name, args, {"status": "created", ent.name: dict(sorted(record.items())),
+                                      **({"computed": computed} if computed else {})},
                          entity=ent.name, entity_id=key, applied=True)
+
+    def _computed(self, compiled: CompiledTool, args: dict[str, Any], record: dict[str, Any],
+                  ent: Entity) -> dict[str, Any]:
+        """What the action declares the world works out (`computes:`), over the call, the record, the records it
+        links to and every table; a value its data cannot give is left out."""
+        out: dict[str, Any] = {}
+        linked = {f: self.state.get(t, {}).get(record_key(record.get(f))) for f, t in ent.links().items()}
+        roots = {"args": args, "record": record, "linked": {f: r for f, r in linked.items() if r is not None},
+                 "records": self.state, "tables": self.domain.tables, "now": defaults.WORLD_NOW}
+        for name, expression in sorted(compiled.action.computes.items()):
+            try:
+                value = expressions.evaluate(expression, roots)
+            except expressions.FAILURES as exc:  # the pack's expression does not fit the data: said, never hidden
+                self.compute_errors.append(f"{compiled.tool.name}: computes/{name} could not be worked out "
+                                           f"({exc.__class__.__name__}: {str(exc)[:160]})")
+                continue
+            out[name] = round(value, 2) if isinstance(value, float) else value
+        return out
 
     def _missing_parent(self, ent: Entity, args: dict[str, Any]) -> str | None:
         """Why a new record cannot be made: a link argument names a record that does not exist (None: all exist)."""

@@ -72,7 +72,9 @@ SPEC = {
     },
     "tools": {"book_reservation": {"kind": "create", "entity": "reservation"},
               "update_reservation_flights": {"kind": "update", "entity": "reservation"}},
-    "actions": {"update_reservation_flights": {"sets": {"flights": "$flights"}, "requires": {"status": ["booked"]}},
+    "actions": {"book_reservation": {"computes": {"total": "sum(args.flights.map(f, records.flight[f.flight_number]"
+                                                         ".price)) * double(size(args.passengers))"}},
+                "update_reservation_flights": {"sets": {"flights": "$flights"}, "requires": {"status": ["booked"]}},
                 "cancel_reservation": {"sets": {"status": "cancelled"}, "requires": {"status": ["booked"]}}},
     "references": [
         "reservation.flights[].flight_number -> flight",
@@ -279,3 +281,55 @@ def test_a_date_bound_that_cannot_be_read_is_refused(bound, message, tmp_path):
     spec["entities"]["flight"]["fields"]["date"] = {"kind": "date", **bound}
     with pytest.raises(DomainPackError, match=message):
         load_domain(write_pack(tmp_path, spec))
+
+
+def test_the_world_computes_the_price_and_a_misstated_total_fails_the_oracle_and_the_judge(desk, world, situations):
+    """book_reservation's total is the flights' prices times the passengers (`computes:`): the world returns it, and
+    a closing that states another amount fails, while one that states it, or none, passes."""
+    from sim_pipeline.grade.judge import case_card
+    from sim_pipeline.models.sim_judge import outcome
+    from sim_pipeline.world.oracle import label
+    from sim_pipeline.world.reference import solve
+
+    _, made = situations
+    booking = next(s for s in made if s.intent_tool == "book_reservation" and s.want.write
+                   and s.cell["tool_condition"] == "success")
+    reference = solve(desk, booking, seed=0, state=world)
+    assert reference.solvable
+    created = next(json.loads(m["content"]) for m in reference.messages if m.get("role") == "tool"
+                   and json.loads(m["content"]).get("status") == "created")
+    legs, people = booking.facts["flights"], booking.facts["passengers"]
+    total = round(sum(world["flight"][leg["flight_number"]]["price"] for leg in legs) * len(people), 2)
+    assert created["computed"] == {"total": total} and created["reservation"]["total"] == total
+
+    def closing(text):
+        messages = [*reference.messages[:-1], {"role": "assistant", "content": text}]
+        box = Sandbox(desk, seed=0, setup=booking.setup, state=world)
+        for m in messages:
+            for c in m.get("tool_calls") or []:
+                box.call(c["function"]["name"], json.loads(c["function"]["arguments"]))
+        verdict = label(desk, booking, box.events, box.snapshot(), messages, list(reference.user_events))
+        return verdict, outcome(case_card(booking, messages))
+
+    for text in ("All set: your trip is booked.", f"Booked! The total is ${total:,.2f}."):
+        verdict, (judged, _) = closing(text)
+        assert verdict.reward == 1.0 and judged == 1, (text, verdict)
+    verdict, (judged, why) = closing(f"Booked! The total is ${total + 40:,.2f}.")
+    assert verdict.reward == 0.0 and "where the world computed total" in verdict.reason and judged == 0, (verdict, why)
+
+
+def test_a_computed_value_that_cannot_be_read_is_refused_at_load_or_makes_its_situations_unsolvable(tmp_path):
+    spec = json.loads(json.dumps(SPEC))
+    spec["actions"]["book_reservation"]["computes"]["total"] = "sum(args.flights.map(f, fares[f]))"
+    with pytest.raises(DomainPackError, match=r"actions/book_reservation/computes/total'?: reads \['fares'\]"):
+        load_domain(write_pack(tmp_path / "unknown", spec))
+    # CEL does not coerce: a double times an int has no overload, which only the data shows.
+    spec["actions"]["book_reservation"]["computes"]["total"] = ("sum(args.flights.map(f, records.flight["
+                                                                "f.flight_number].price)) * size(args.passengers)")
+    desk = load_domain(write_pack(tmp_path / "untyped", spec))
+    world = build_state(desk, 0)
+    cells = cover.covering_array(axis_values(desk), seed=0, constraints=validated_constraints(desk))
+    table = build_situations(desk, world, cells, seed=0, n_phrasings=1)
+    bookings = table[(table["intent_tool"] == "book_reservation") & table["expect_write"]]
+    assert len(bookings) and not bookings["solvable"].any()
+    assert bookings["reference"].str.contains("book_reservation: computes/total could not be worked out").all()
