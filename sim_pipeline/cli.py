@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 import time
@@ -340,5 +341,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def program() -> None:
+    """The `sim-pipeline` command: `main`, then an exit that skips native teardown.
+
+    Arrow's thread pools can abort the process while C++ static destructors run at a normal interpreter exit
+    ("terminate called without an active exception", apache/arrow#34314), turning a finished run into exit -6.
+    Python's own exit handlers still run and the streams are flushed; only the native teardown is skipped."""
+    code = main()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    program()

@@ -108,6 +108,7 @@ WORLD_NOW = "2026-11-01T12:00:00Z"  # the world's clock (expression rules' `now`
 RULE_STRESS_MIN_CELLS = 5  # planned cells per structured rule that pair it with a tool it binds (issue 28's bar)
 EXPRESSION_STRESS_TRIES = 400  # single changes tried to flip an expression rule (fields x candidates; bounded cost)
 EXPRESSION_STRESS_PAIRS = 40  # of them, the first this many are also tried two at a time (780 pairs at most)
+EXPRESSION_LIST_MAX = 50  # a count in a predicate above this is not a list length a stress grows a list to
 WORLD_FIRST_NAMES = (
     "ana", "ben", "chen", "dara", "eli", "fatima", "gus", "hana", "ivan", "jo", "kemal", "lena",
 )  # varied origins, all ASCII: emails built from them stay valid and never look like placeholders

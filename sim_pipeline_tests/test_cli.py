@@ -3,12 +3,13 @@
 import os
 
 from sim_pipeline.cli import main
+from sim_pipeline.definitions import domain_names
 
 
 def test_unknown_domain_is_one_clear_line(capsys):
     assert main(["run", "--domain", "nope"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: domain 'nope': no directory") and "Fix: use one of ['food_delivery', 'it_helpdesk', 'retail']" in err
+    assert err.startswith("error: domain 'nope': no directory") and f"Fix: use one of {domain_names()}" in err
     assert "Traceback" not in err
 
 

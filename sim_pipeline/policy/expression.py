@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sim_pipeline import defaults
 from sim_pipeline.expressions import FAILURES, date, evaluate, reads
+from sim_pipeline.json_schema import fits
 from sim_pipeline.policy.kind import Breach, Draft, Problem, ReferenceStep, RuleKind, Term, TermContext, attempts, \
     write_call
 from sim_pipeline.protocol.careful import Reading
@@ -69,6 +70,14 @@ class Expression(RuleKind):
                            "(record: the user's record, linked: the records it links to, args: the call's arguments)")
         return None
 
+    def constraints(self, rule: Rule) -> tuple[dict[str, str], ...]:
+        """A predicate on the record is put under stress on an existing one: never planned with a world state that
+        has none to change (missing, already done, half done, unknown)."""
+        if not rule.when or not reads(rule.when) & {"record", "linked"}:
+            return ()
+        return tuple({"rule": rule.id, "world_state": s} for s in defaults.WORLD_STATES
+                     if s not in defaults.ELIGIBILITY_WORLD_STATES)
+
     def watches(self, rule: Rule) -> tuple[str, ...]:
         return tuple(sorted(set(re.findall(r"\bargs\.(\w+)", rule.when or ""))))
 
@@ -81,13 +90,18 @@ class Expression(RuleKind):
         wanted = not draft.under_stress
         now, tables = defaults.WORLD_NOW, draft.domain.tables
 
-        def value(record: Mapping[str, Any] | None, args: Mapping[str, Any]) -> bool | None:
-            return holds(rule.when or "", record=record, linked=draft.linked, args=args, now=now, tables=tables)
+        def value(record: Mapping[str, Any] | None, args: Mapping[str, Any],
+                  linked: Mapping[str, Any] | None = None) -> bool | None:
+            return holds(rule.when or "", record=record, linked=draft.linked if linked is None else linked, args=args,
+                         now=now, tables=tables)
 
         if value(draft.record, typed(draft.tool, draft.facts)) is not wanted:
             for where, key, found in _search(rule.when, draft, wanted, value) or ():
                 if where == "record":
                     draft.record[key] = found  # type: ignore[index]
+                elif where == "linked":  # a copy of the linked record, set up in the situation's world
+                    link, field = key.split(".", 1)
+                    draft.linked[link] = draft.relinked[link] = {**draft.linked[link], field: found}
                 else:
                     draft.facts[key] = found
         now_holds = value(draft.record, typed(draft.tool, draft.facts))
@@ -199,7 +213,10 @@ def _candidates(value: Any, when: str, spec_values: tuple[Any, ...] = (), others
     elif isinstance(value, str) and re.match(r"\d{4}-\d{2}-\d{2}", value):
         out += _moments(when, defaults.WORLD_NOW, value)
     elif isinstance(value, list) and value:
-        out += [value[:1], value * int(max(_numbers(when) or [2]) + 1)]
+        # Around each count the predicate names: one item, and the count and one past it (the items repeated in
+        # turn, so a grown list still holds only values the world knows), never more than that.
+        sizes = [1] + [int(n) + d for n in _numbers(when) for d in (0, 1) if 0 < n < defaults.EXPRESSION_LIST_MAX]
+        out += [[value[i % len(value)] for i in range(size)] for size in dict.fromkeys(sizes)]
     return [v for v in out if v != value]
 
 
@@ -216,8 +233,9 @@ def _compared(when: str, *sources: tuple[str, Mapping[str, Any] | None]) -> tupl
 
 
 def _search(when: str, draft: Draft, wanted: bool, value: Any) -> tuple[tuple[str, str, Any], ...] | None:
-    """The fewest changes (of record fields the predicate reads, or of the user's facts; one, else two) that give the
-    predicate the wanted value, tried in a fixed order; None when none does."""
+    """The fewest changes (of record fields the predicate reads, of fields of the records it links to, or of the
+    user's facts; one, else two) that give the predicate the wanted value, tried in a fixed order; None when none
+    does."""
     fields = {f.name: f for f in (draft.entity.fields if draft.entity is not None else ())}
     args = typed(draft.tool, draft.facts)
     others = _compared(when, ("record", draft.record), ("args", args))
@@ -227,7 +245,18 @@ def _search(when: str, draft: Draft, wanted: bool, value: Any) -> tuple[tuple[st
             spec = fields.get(key)
             tries += [("record", key, v) for v in _candidates(draft.record[key], when,  # type: ignore[index]
                                                                 tuple(spec.values) if spec is not None else (), others)]
-    tries += [("args", key, v) for key, v in _argument_candidates(when, args, others)]
+    targets = {e.name: {f.name: f for f in e.fields} for e in draft.domain.entities}
+    links = draft.entity.links() if draft.entity is not None else {}
+    for link, linked in sorted(draft.linked.items()):
+        for key in sorted(linked):
+            if f"linked.{link}.{key}" in when:
+                spec = targets.get(links.get(link, ""), {}).get(key)
+                tries += [("linked", f"{link}.{key}", v) for v in _candidates(
+                    linked[key], when, tuple(spec.values) if spec is not None else (), others)]
+    # A changed argument still fits the tool's schema: a value the world would refuse stresses nothing but validation.
+    props = draft.tool.parameters.get("properties", {})
+    tries += [("args", key, v) for key, v in _argument_candidates(when, args, others)
+              if not isinstance(props.get(key), dict) or fits(v, props[key])]
     tries = tries[:defaults.EXPRESSION_STRESS_TRIES]
     # One change, then two (a predicate that needs two things at once: an old return of a title with no grace).
     pairs = itertools.combinations(tries[:defaults.EXPRESSION_STRESS_PAIRS], 2)
@@ -236,7 +265,12 @@ def _search(when: str, draft: Draft, wanted: bool, value: Any) -> tuple[tuple[st
             continue
         record = {**(draft.record or {}), **{k: v for where, k, v in changes if where == "record"}}
         trial = {**args, **{k: v for where, k, v in changes if where == "args"}}
-        if value(record if draft.record is not None else None, trial) is wanted:
+        linked = {link: dict(r) for link, r in draft.linked.items()}
+        for where, key, found in changes:
+            if where == "linked":
+                link, field = key.split(".", 1)
+                linked[link][field] = found
+        if value(record if draft.record is not None else None, trial, linked) is wanted:
             return changes
     return None
 

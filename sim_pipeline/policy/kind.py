@@ -62,6 +62,7 @@ class Draft:
     notes: dict[str, Any]  # what the user simulator plays (mutable)
     gen: np.random.Generator
     linked: dict[str, Any] = field(default_factory=dict)  # the records the user's record links to, by link field
+    relinked: dict[str, Any] = field(default_factory=dict)  # linked records a stress changed (copies to set up)
     stage: str = "record"
     under_stress: bool = False
     draw_fact: Callable[[str, Mapping[str, Any]], Any] = lambda name, spec: None  # a value the user knows

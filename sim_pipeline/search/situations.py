@@ -24,7 +24,8 @@ from sim_pipeline.world.oracle import expect, passes_without_tools
 from sim_pipeline.world.reference import solve
 from sim_pipeline.world.setup import PENDING_FIELD, Fault, WorldSetup
 from sim_pipeline.world.state import State, new_id, record_key
-from sim_pipeline.world.values import draw_from_schema, draw_value, fits
+from sim_pipeline.json_schema import fits
+from sim_pipeline.world.values import draw_from_schema, draw_value
 
 UNRELATED_REQUESTS = (
     "Can you recommend a good pizza place near me?", "What will the weather be like this weekend?",
@@ -44,7 +45,8 @@ def _intent(domain: Domain, cell: dict[str, str], gen: np.random.Generator) -> T
         return None
     if cell["tool"] == MULTI_TOOL:
         # Needs a lookup first: a write on an entity the user can only name by its lookup field.
-        writers = [t for t in domain.tools if t.writes and (e := bind(domain, t).entity) is not None and e.lookup_by]
+        writers = [t for t in domain.tools if t.writes and (e := bind(domain, t).entity) is not None and e.lookup_by
+                   and not makes_record(t, bind(domain, t))]  # a create names no record to look up
         return _pick(gen, writers) if writers else _pick(gen, list(domain.tools))
     return domain.tool(cell["tool"])
 
@@ -256,6 +258,8 @@ def build_situation(domain: Domain, state: State, cell: dict[str, str], *, seed:
             references.settle(domain, named, facts, state, rng(seed, "references", situation_id), record)
         draft.stage = "facts"
         stressed = _stress(draft, bound)
+        for link, changed in sorted(draft.relinked.items()):  # a linked record a rule's stress changed (a tier)
+            upserts.append((entity.links()[link], changed))  # type: ignore[union-attr]
         action = _action(domain, tool, binding)
         effect = {k: (facts.get(v[1:]) if v.startswith("$") else v) for k, v in action.sets.items()
                   if not v.startswith("$") or v[1:] in facts}

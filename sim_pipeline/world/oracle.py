@@ -91,7 +91,8 @@ def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = (), s
     acts_on = binding.entity if binding is not None else None
     record = _record(domain, situation)
     linked = {field: found for field, target in (entity.links().items() if entity is not None else ())
-              if record is not None and (found := (state or {}).get(target, {}).get(str(record.get(field)))) is not None}
+              if record is not None and (found := _linked_record(domain, situation, state, target,
+                                                                 record.get(field))) is not None}
     context = TermContext(domain, intent, acts_on, (acts_on.name, plural(acts_on.name)) if acts_on is not None else (),
                           record=record, linked=linked, now=defaults.WORLD_NOW) if intent is not None else None
     rules = policy.terms(domain.rules, context) if context is not None else ()
@@ -105,6 +106,14 @@ def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = (), s
         rules=rules, handover_tool=handover if handover and domain.tool(handover) is not None else None,
         stressed=tuple(stressed),
     )
+
+
+def _linked_record(domain: Domain, situation: Situation, state: State | None, target: str, key: Any) -> Any:
+    """A record the user's record links to, as the situation sets it up (its own copy first, else the world's)."""
+    entity = next((e for e in domain.entities if e.name == target), None)
+    own = next((dict(r) for name, r in situation.setup.upserts if entity is not None and name == target
+                and str(r.get(entity.id_argument)) == str(key)), None)
+    return own if own is not None else (state or {}).get(target, {}).get(str(key))
 
 
 def _record(domain: Domain, situation: Situation) -> dict[str, Any] | None:

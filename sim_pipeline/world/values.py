@@ -8,11 +8,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import uuid
-from functools import lru_cache
 from typing import Any
 
-import jsonschema
 import numpy as np
 
 from sim_pipeline import defaults
@@ -22,6 +21,10 @@ from sim_pipeline.world.patterns import draw_pattern
 
 _FORMAT_KINDS = {"email": "email", "idn-email": "email", "date": "date", "date-time": "datetime", "uuid": "uuid",
                  "ipv4": "ipv4"}  # string formats the world draws for real (others draw as text)
+
+
+_FIRST_NAME = re.compile(r"(first|given|fore)_?name", re.IGNORECASE)
+_LAST_NAME = re.compile(r"(last|family|sur)_?name", re.IGNORECASE)
 
 
 def draw_person(gen: np.random.Generator, options: WorldOptions) -> tuple[str, str]:
@@ -64,6 +67,9 @@ def draw_value(spec: FieldSpec, gen: np.random.Generator, options: WorldOptions)
         return _date(gen, options, spec)
     if kind in ("email", "name"):
         name, email = draw_person(gen, options)
+        # A first or a last name alone where the field asks for one part (a guest's first_name, a familyName).
+        part = 0 if _FIRST_NAME.search(spec.name) else -1 if _LAST_NAME.search(spec.name) else None
+        name = name if part is None else name.split()[part]
         return email if kind == "email" else _sized(name, spec.low, spec.high)
     if kind == "address":
         street = options.streets[gen.integers(len(options.streets))]
@@ -165,19 +171,6 @@ def draw_from_schema(schema: Any, gen: np.random.Generator, options: WorldOption
     if typ == "null":
         return None
     return draw_value(field_spec(name, schema), gen, options)
-
-
-@lru_cache(maxsize=512)
-def _checker(schema_json: str) -> Any:
-    return jsonschema.Draft202012Validator(json.loads(schema_json), format_checker=jsonschema.FormatChecker())
-
-
-def fits(value: Any, schema: dict[str, Any]) -> bool:
-    """Whether a value satisfies a JSON Schema (formats checked): a value drawn for an argument must."""
-    try:
-        return _checker(json.dumps(schema, sort_keys=True)).is_valid(value)
-    except (TypeError, ValueError):
-        return False
 
 
 def draw_entity_id(schema: dict[str, Any] | None, gen: np.random.Generator, options: WorldOptions,

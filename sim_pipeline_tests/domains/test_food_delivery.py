@@ -130,8 +130,18 @@ def test_agent_v2_forms_nested_calls_the_world_accepts():
     fit = domain_fit(DOMAIN, rows, table).set_index("tool")
     assert fit_problems(fit.reset_index()) == []
     writes = fit[fit["writes"]]
-    assert (writes["invalid_argument"] + writes["missing_required"] <= 0.10).all(), writes.to_string()
     assert (writes["write_applied"] >= 0.8 * writes["write_tried"]).all() and writes["write_tried"].min() > 0
+    # Every list or object the agent formed was accepted: the world refused no nested argument it filled in (a
+    # refused call here is an id the agent made up where the user had not said one yet: a flaw, not a misfit).
+    nested, refused = 0, []
+    for row in rows.to_dict("records"):
+        for event in row["tool_events"]:
+            arguments = json.loads(event["arguments"])
+            formed = {k for k, v in arguments.items() if isinstance(v, (list, dict))}
+            nested += bool(formed)
+            if event["status"] == "rejected" and str(event.get("field") or "").split("/")[0] in formed:
+                refused.append((event["tool"], event["field"], event["error"]))
+    assert nested > 40 and refused == [], refused
 
 
 def test_a_real_agent_over_http_places_a_nested_order(http_agent, state):

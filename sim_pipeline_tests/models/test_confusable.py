@@ -25,7 +25,7 @@ def twin_pack(tmp_path, name, description, tools_yaml=""):
     return load_domain(path)
 
 
-@pytest.mark.parametrize("domain", ["retail", "it_helpdesk"])
+@pytest.mark.parametrize("domain", ["retail", "it_helpdesk", "hotel"])
 def test_shipped_packs_have_no_confusable_tools(domain):
     assert confusable_pairs(load_domain(domain)) == []
 

@@ -45,7 +45,7 @@ def _rates(rows):
     return {kind: sum(v) / len(v) for kind, v in by_kind.items()}
 
 
-PACKS = ["retail", "it_helpdesk", "food_delivery"]
+PACKS = ["retail", "it_helpdesk", "food_delivery", "hotel"]
 
 
 @pytest.fixture(scope="module", params=PACKS + ["pharmacy"])

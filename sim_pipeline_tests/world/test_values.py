@@ -108,3 +108,12 @@ def test_every_drawn_value_satisfies_its_schema() -> None:
         assert not errors, (schema, value, errors)
 
     check()
+
+
+@pytest.mark.parametrize(("field", "parts"), [("first_name", 1), ("givenName", 1), ("lastName", 1), ("surname", 1),
+                                              ("family_name", 1), ("name", 2), ("full_name", 2)])
+def test_a_name_part_field_gets_one_part(field: str, parts: int) -> None:
+    """A passenger's first_name is 'Ana', not 'Ana Berg' (a reader fails a booking with names in the wrong fields)."""
+    drawn = draw_from_schema({"type": "object", "required": [field], "properties": {field: {"type": "string"}}},
+                             np.random.default_rng(3), OPTIONS)
+    assert len(drawn[field].split()) == parts
