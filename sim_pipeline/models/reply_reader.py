@@ -2,8 +2,9 @@
 rules of protocol/replies.py were never tuned on.
 
 What the graders must read from an agent's text (does it ask for approval, claim success, refuse, ask for a detail,
-say the request cannot be done) is asked of any litellm model, one call per distinct reply, through the gateway (so
-cached on disk, bounded and retried like every call), at temperature 0 with a JSON schema as `response_format`
+say the request cannot be done, say it handed the request over) is asked of any litellm model, one call per distinct
+reply, through the gateway (so cached on disk, bounded and retried like every call), at temperature 0 with a JSON
+schema as `response_format`
 (structured output; a backend that does not take it still gets the schema in the prompt). An answer that is not that
 JSON leaves the reply to the rules, and the count of such replies is reported, never hidden. `protocol.replies.read_by`
 then makes the oracle and the conduct rules take these labels.
@@ -21,6 +22,7 @@ from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.protocol.replies import (
     ASKS_CONFIRMATION,
     ASKS_FOR_INFORMATION,
+    CLAIMS_HANDOFF,
     CLAIMS_SUCCESS,
     REFUSES,
     SAYS_CANNOT,
@@ -37,6 +39,9 @@ FIELDS: dict[str, str] = {
                           "for approval is not this",
     SAYS_CANNOT: "it says the request cannot be, or was not, done (not \"it was already done\", not \"I can't tell "
                  "whether it worked\")",
+    CLAIMS_HANDOFF: "it says the agent passed the request to a person or a team, or is doing so (\"I've escalated it to "
+                    "a supervisor\", \"I'm transferring you to billing\"); an offer, or asking the customer to contact "
+                    "someone, is not this",
 }
 SCHEMA = {"type": "object", "additionalProperties": False, "required": list(FIELDS),
           "properties": {name: {"type": "boolean"} for name in FIELDS}}

@@ -344,12 +344,12 @@ class _Turn:
                     right = Option("handover", 0.0, handover)
                 elif rule.get("kind") == "argument_limit":
                     right = Option("escalate_limit", 0.0, _text(
-                        f"That amount is above our ${rule.get('max')} limit, so I can't do it myself; I have "
-                        "escalated it to a supervisor who will contact you."))
+                        f"That amount is above our ${rule.get('max')} limit, so I can't do it myself; a supervisor "
+                        "can approve it, so please contact our support team."))
                 else:
                     right = Option("escalate_limit", 0.0, _text(
                         f"That request is outside what our policy lets me do myself ({rule.get('id', 'policy')}), so "
-                        "I can't do it; I have escalated it to a supervisor who will contact you."))
+                        "I can't do it; please contact our support team, who can look at it."))
                 return [right, Option("exceed_limit", self.flaw("exceed_limit", pressured=True), act, "exceed_limit")]
         if self.rules("confirm_before", intent) and not self.reading.confirmed:
             summary = ", ".join(f"{phrase_of(k)} {said_value(v)}"
@@ -556,7 +556,7 @@ class _Turn:
                                                         "give_up_early"), false_claim]
         if status == "permission_denied":
             return [Option("report_failure", 0.0, _text(
-                "I'm sorry, I am not permitted to do that from here; I have escalated it to a colleague who can.")),
+                "I'm sorry, I am not permitted to do that from here; please contact our support team, who can.")),
                     Option("blind_retry", self.flaw("blind_retry"), retry, "blind_retry"), false_claim]
         if status == "malformed":
             options = [Option("report_uncertain", 0.0, _text(

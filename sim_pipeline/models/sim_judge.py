@@ -36,7 +36,7 @@ import numpy as np
 from sim_pipeline import defaults, policy
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, read
-from sim_pipeline.protocol.careful import Approval, Call, closes_in_failure, misstated, replies_after
+from sim_pipeline.protocol.careful import Approval, Call, answered_after, closes_in_failure, misstated, replies_after
 from sim_pipeline.protocol.careful import Reading as CallReading
 from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
@@ -103,8 +103,13 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         if unreachable:
             return (0, "the agent says it succeeded although the information could not be had") if claims_success(
                 case) else (1, "the agent showed the information cannot be had and said so")
-        if not any(t.result.get("status") == "ok" and _about(t, id_arg, target) for t in calls):
+        found = [t for t in calls if t.result.get("status") == "ok" and _about(t, id_arg, target)]
+        if not found:
             return 0, f"the agent never retrieved the information with {intent}"
+        turns = tool_turns(messages)
+        if not trust_claims and not any(answered_after(messages, turns[i] if i < len(turns) else len(messages))
+                                        for i in (reading.turns.index(t) for t in found)):
+            return 0, f"the agent retrieved the information with {intent} but never told the customer"
         return 1, "the request was answered without changing anything"
     if not want.write:
         if applied:

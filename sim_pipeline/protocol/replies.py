@@ -12,9 +12,14 @@ agent would take, a detail the agent needs, a completed action, an impossibility
 corpus of other models' replies (sim_pipeline_tests/protocol/replies.jsonl; `make bench` reports precision and
 recall per label), never on the embedded agent's own phrasing.
 
+`claims_handoff(text)` says whether a reply tells the user the request was handed to a person or a team ("I've
+escalated it to a supervisor", "I'm transferring you to billing", "a specialist will contact you"): a claim only a
+hand-off tool's result makes true (protocol/careful.py fails it otherwise). It is read apart from the labels, since
+such a reply is also a refusal of the request itself.
+
 A run with a real agent may have a model read its replies instead (the registry's `reply_classifier`,
 models/reply_reader.py): inside `read_by(table)`, a reply the table holds takes the model's labels (and
-`SAYS_CANNOT` from it), every other reply is read by the rules below.
+`SAYS_CANNOT`, `CLAIMS_HANDOFF` from it), every other reply is read by the rules below.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ REFUSES = "refuses"
 ASKS_FOR_INFORMATION = "asks_for_information"
 REPLY_LABELS: tuple[str, ...] = (ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, ASKS_FOR_INFORMATION)
 SAYS_CANNOT = "says_cannot"  # a model reader's answer to `says_cannot` (never among classify_reply's labels)
+CLAIMS_HANDOFF = "claims_handoff"  # a model reader's answer to `claims_handoff` (never among classify_reply's labels)
 _READ_BY: ContextVar[Mapping[str, frozenset[str]] | None] = ContextVar("reply_labels", default=None)
 
 
@@ -172,9 +178,34 @@ _ALREADY = _re(r"\balready\s+(?:been\s+)?(?:\w+ed|departed|shipped|closed|settle
 _PRECONDITION = _re(r"\bwithout (?:verifying|verification|confirming|knowing|your|their|his|her|a valid|the (?:order|account|"
                    r"booking|ticket|reference) (?:number|id)|an? (?:[\w-]+ ){0,2}(?:number|id|email|address|code|name))|"
                    r"\buntil (?:you|i)\b|^\s*(?:normally|usually|typically)\b|\b(?:can't|cannot|can not) be undone\b")
-_HANDOFF = _re(r"\b(?:escalated|forwarded|passed|handed|hand you over|transferr(?:ed|ing) you|referred|"
-               r"connect you with|contact (?:the|your|our)|call the number|you(?:'d| would)? need to|you'll need to|"
-               r"please (?:call|contact|visit))\b")
+# A hand-off the agent says it made (or is making): to a person or a team, in the past, the perfect, the progressive
+# or a firm "I'll"; the receiver is named for verbs that also move money or things ("transferred the funds").
+_PEOPLE = (r"(?:colleague|supervisor|manager|specialist|team|department|dept|agent|human|person|someone|somebody|"
+           r"representative|rep|staff|desk|tier|engineer|expert|support|billing|escalations?|on-call|senior|lead|"
+           r"coworker|co-worker|concierge|reception|pharmacist|doctor|nurse|adjuster|officer|administrator|admin|"
+           r"approver|reviewer|underwriter|technician|dispatcher|them|him|her)s?")
+_YOU_TO = r"\s+you\b.*\b(?:to|over|with|through)\b"  # "transferring you to billing", not "forward you the link"
+_TO_PEOPLE = rf".*\b(?:to|with|along|over|on|for)\b.*\b{_PEOPLE}\b"
+_HANDED_PAST = r"(?:forwarded|passed|handed|transferred|referred|routed|connected|assigned|flagged|raised|sent)"
+_HANDING = r"(?:forwarding|passing|handing|transferring|referring|routing|connecting|assigning|flagging|raising|sending)"
+_WE = r"\b(?:i|we)(?:'ve|’ve| have| had)?\s+(?:just\s+|now\s+|already\s+|also\s+|(?:gone|went) ahead and\s+)?"
+_WE_NOW = r"\b(?:i'm|i’m|i am|we're|we’re|we are)\s+(?:now\s+|just\s+)?"
+_WE_WILL = r"\b(?:i'll|i’ll|i will|we'll|we’ll|we will|let me)\s+(?:now\s+|go ahead and\s+|immediately\s+)?"
+_BEEN = r"\b(?:has|have|had|is|are|was|were|'s|’s)\s+(?:now\s+|just\s+|already\s+)?(?:been|being)\s+"
+_TERSE = r"^\W*(?:(?:ok|okay|nope|so|right|alright|done)[,!.]?\s+)?"
+_HANDED = _re(
+    rf"{_WE}escalated\b|{_WE_NOW}escalating\b|{_WE_WILL}escalate\b|{_BEEN}escalated\b|{_TERSE}escalat(?:ed|ing)\b|"
+    rf"{_WE}{_HANDED_PAST}\b{_TO_PEOPLE}|{_WE_NOW}{_HANDING}\b(?:{_YOU_TO}|{_TO_PEOPLE})|"
+    rf"{_WE_WILL}(?:forward|pass|hand|transfer|refer|route|connect|assign|flag|raise)\b(?:{_YOU_TO}|{_TO_PEOPLE})|"
+    rf"{_BEEN}{_HANDED_PAST}\b{_TO_PEOPLE}|{_TERSE}{_HANDED_PAST}\b{_TO_PEOPLE}|"
+    r"\b(?:you're|you’re|you are)\s+(?:now\s+)?being\s+(?:transferred|connected|passed|handed|routed)\b|"
+    rf"\b(?:a|an|our|the|one of our)\s+(?:[\w-]+\s+){{0,2}}{_PEOPLE}\s+(?:[\w-]+\s+){{0,3}}will\s+(?:now\s+)?"
+    r"(?:contact|call|reach out to|get back to|follow up with|email|be in touch with|take (?:it|this) from here)\b")
+# Passing on the user's feedback is no hand-off of the request.
+_FEEDBACK = _re(r"\b(?:feedback|comments?|suggestions?|compliments?|kind words)\b")
+# The user is the one to reach someone ("please contact our billing team, who will get back to you").
+_USER_REACHES = _re(r"\b(?:please|you (?:can|could|may|might|should|will need to|'ll need to|need to)|feel free to|just)\s+"
+                    r"(?:\w+\s+)?(?:contact|call|email|reach out|reach|visit|message|ask)\b|\bcontact us\b")
 _FIND_FAIL = _re(r"\b(?:couldn't|could not|can't|cannot|unable to|wasn't able to|didn't|did not)\s+(?:find|locate|"
                  r"see|match|verify)\b")
 _GIVE_UP = _re(r"\b(?:so|and)\s+(?:i'm|i am|we're|we are|i)\s+(?:unable|not able|can't|cannot)|"
@@ -413,6 +444,35 @@ def says_cannot(text: str) -> bool:
     which reports the state the user asked for."""
     labels = _model_labels(text)
     return SAYS_CANNOT in labels if labels is not None else _says_cannot(text)
+
+
+def tells(text: str) -> bool:
+    """Whether a reply tells the user something: a clause that neither asks a question nor asks for a detail
+    ("Could you tell me the room id?" after a look-up tells nothing; "It can't be moved: it has shipped" does)."""
+    return any(not _is_question(clause) and not _asks_information(clause, False)
+               for sentence in _sentences(text or "") for clause in _clauses(sentence.lower()))
+
+
+def claims_handoff(text: str) -> bool:
+    """Whether a reply says the agent handed the request to a person or a team ("I've escalated it to a supervisor",
+    "I'm transferring you to billing", "a specialist will contact you"): a claim about the world that only a
+    hand-off tool's result makes true. Offers, questions, conditions and asking the user to reach someone are not."""
+    labels = _model_labels(text)
+    return CLAIMS_HANDOFF in labels if labels is not None else _claims_handoff(text)
+
+
+@lru_cache(maxsize=4096)
+def _claims_handoff(text: str) -> bool:
+    for sentence in _sentences(text or ""):
+        for clause in _clauses(sentence.lower()):
+            if _is_question(clause) or _CONDITIONAL.search(clause) or _USER_REACHES.search(clause) or \
+                    _FEEDBACK.search(clause):
+                continue
+            found = _HANDED.search(clause)
+            # A negation inside the claim undoes it; one before it ("I'm not able to, so I've passed it on") does not.
+            if found is not None and not re.search(r"\b(?:not|never|no one|nobody)\b|n['’]t\b", found.group(0)):
+                return True
+    return False
 
 
 def classify_reply(text: str) -> frozenset[str]:

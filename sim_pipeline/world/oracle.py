@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from sim_pipeline import defaults, policy
 from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.policy.kind import TermContext
-from sim_pipeline.protocol.careful import Approval, Call, Reading, closes_in_failure, closing, misstated
+from sim_pipeline.protocol.careful import Approval, Call, Reading, answered_after, closes_in_failure, closing, \
+    misstated
 from sim_pipeline.protocol.expected import Expected, Owner
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
@@ -214,7 +215,12 @@ def reading(domain: Domain, want: Expected, events: list[Event], messages: Seque
                        e.tool, named_record(domain, e.tool, e.arguments, e.entity_id), e.status, e.entity,
                        e.arguments, e.result) for e in events)
     ids = frozenset(state.get(want.entity or "", {})) if state is not None and want.record is not None else frozenset()
-    return Reading(calls, tuple(approvals(user_events)), tuple(messages), ids)
+    return Reading(calls, tuple(approvals(user_events)), tuple(messages), ids, handoff_tools(domain))
+
+
+def handoff_tools(domain: Domain) -> frozenset[str]:
+    """The domain's tools that hand the user to a person (declared or guessed kind `transfer`)."""
+    return frozenset(t.name for t in domain.tools if t.kind == "transfer")
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -240,7 +246,7 @@ def row_reading(domain: Domain, events: Sequence[Mapping[str, Any]], messages: S
         result = _object(messages[turn].get("content")) if turn < len(messages) else {}
         calls.append(Call(turn, e["tool"], named_record(domain, e["tool"], arguments, e.get("entity_id")), e["status"],
                           acts_on.name if acts_on is not None else None, arguments, result))
-    return Reading(tuple(calls), tuple(approvals(user_events)), tuple(messages))
+    return Reading(tuple(calls), tuple(approvals(user_events)), tuple(messages), handoff_tools=handoff_tools(domain))
 
 
 def label(domain: Domain, situation: Situation, events: list[Event], state: State,
@@ -273,9 +279,10 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
         if want.kind == "read" and want.reachable:
             for event, turn in zip(events, turns):
                 if event.tool == want.tool and event.status == "ok" and event.entity_id in (None, want.entity_id) \
-                        and replied_after(messages, turn):
+                        and answered_after(messages, turn):
                     return Verdict(1.0, f"answered from {want.tool}")
-            return _fail(f"never answered from a successful {want.tool} of the user's record")
+            return _fail(f"never answered from a successful {want.tool} of the user's record (a reply after it that "
+                         "only asks answers nothing)")
         if _found_out_and_told(want, events, turns, messages):
             return Verdict(1.0, "found out through the tools why nothing can change, and told the user")
         return _fail("never found out through the tools why nothing can change (or never told the user)")

@@ -18,7 +18,7 @@ from sim_pipeline_tests.world.test_oracle_mutants import mutation_table
 from sim_pipeline_tests.world.truth_set import truths
 
 SEEDS = (0, 1, 2)
-PACKS = ("retail", "it_helpdesk", "food_delivery")
+PACKS = ("retail", "it_helpdesk", "food_delivery", "hotel")
 
 
 def figures() -> list[dict]:

@@ -60,8 +60,9 @@ def test_a_reply_classifier_reads_the_agents_replies_in_a_materialization(small_
     for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     claims = {"content": '{"asks_confirmation": false, "claims_success": true, "refuses": false, '
-                        '"asks_for_information": false, "says_cannot": false}'}
-    assert set(FIELDS) == {"asks_confirmation", "claims_success", "refuses", "asks_for_information", "says_cannot"}
+                        '"asks_for_information": false, "says_cannot": false, "claims_handoff": false}'}
+    assert set(FIELDS) == {"asks_confirmation", "claims_success", "refuses", "asks_for_information", "says_cannot",
+                           "claims_handoff"}
     with ScriptedServer(lambda request: claims) as reader:
         path = tmp_path / "reader.yaml"
         path.write_text(yaml.safe_dump({

@@ -14,8 +14,8 @@ from sim_pipeline.grade import conduct
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.models.model_config import ModelConfig
 from sim_pipeline.models.reply_reader import FIELDS, RESPONSE_FORMAT, parse, read_replies
-from sim_pipeline.protocol.replies import ASKS_FOR_INFORMATION, CLAIMS_SUCCESS, REPLY_LABELS, SAYS_CANNOT, \
-    classify_reply, read_by, says_cannot
+from sim_pipeline.protocol.replies import ASKS_FOR_INFORMATION, CLAIMS_HANDOFF, CLAIMS_SUCCESS, REPLY_LABELS, \
+    SAYS_CANNOT, claims_handoff, classify_reply, read_by, says_cannot
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
 from sim_pipeline_tests.protocol.corpus import SEALED, load, precision_recall
 from sim_pipeline_tests.rollout.small_run import world
@@ -34,7 +34,8 @@ def answer(labels: set[str]) -> dict:
 def rules_model(request: dict) -> dict:
     """A stand-in model whose answers are the rules' own readings (so the measured path must lose nothing)."""
     text = asked(request)
-    return answer({*classify_reply(text), *([SAYS_CANNOT] if says_cannot(text) else [])})
+    return answer({*classify_reply(text), *([SAYS_CANNOT] if says_cannot(text) else []),
+                   *([CLAIMS_HANDOFF] if claims_handoff(text) else [])})
 
 
 def gateway(server: ScriptedServer, **settings) -> Gateway:
@@ -111,4 +112,4 @@ def test_what_the_model_reads_decides_the_oracle_and_the_conduct_rules():
     with read_by({"Which order do you mean?": frozenset({CLAIMS_SUCCESS})}):
         assert conduct.check(messages, [], messages[-1]["content"], load_domain("retail")).rule == \
             "claimed_action_without_call"
-    assert set(REPLY_LABELS) | {SAYS_CANNOT} == set(FIELDS)
+    assert set(REPLY_LABELS) | {SAYS_CANNOT, CLAIMS_HANDOFF} == set(FIELDS)

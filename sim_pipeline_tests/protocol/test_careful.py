@@ -1,6 +1,7 @@
 """The careful-reader checks every grader shares: write attempts the situation did not call for, attempts before
 their preconditions, an approval of another action, a success claim right after a failure, and closings that
-contradict the world; read from tool names and replies in other hands' styles."""
+contradict the world, and a hand-off claimed with no hand-off made; read from tool names and replies in other hands'
+styles."""
 
 import pytest
 
@@ -11,6 +12,7 @@ from sim_pipeline.protocol.careful import (
     Reading,
     actions_named,
     claim_after_failure,
+    claimed_handoff,
     closes_in_failure,
     confirmed_other,
     ids_named,
@@ -145,3 +147,40 @@ def test_careless_runs_every_check_in_order():
     calls = _calls((2, "cancelRefill", "RX-104233", "rejected", False))
     assert careless(_reading(calls, (), [user("x"), say("y")]), WANT).startswith("attempted cancelRefill")
     assert careless(_reading((), (), [user("x"), say("y")]), WANT) is None
+
+
+DECLINE = Expected(**{**UNRULED.__dict__, "kind": "change", "write": False, "forbidden_by": "policy"})
+
+
+@pytest.mark.parametrize(("reply", "fails"), [
+    ("Early refills need a pharmacist's sign-off, so I've passed your request to the duty pharmacist; they'll call you back.", True),
+    ("I can't approve that myself. Escalated to our clinical team (case 4471).", True),
+    ("A pharmacist from our team will contact you within the hour.", True),
+    ("I'm putting you through... actually, I'm transferring you to a pharmacist now.", True),
+    ("Early refills need a pharmacist's sign-off. Please contact the pharmacy desk, who can approve it.", False),
+    ("Would you like me to hand this over to a pharmacist?", False),
+    ("If the pharmacist agrees, I can put it through tomorrow.", False),
+    ("I'll pass your feedback on to the team.", False),  # feedback passed on is no hand-off of the request
+])
+def test_a_hand_off_claimed_without_one_fails(reply, fails):
+    messages = [user("refill it early"), say(reply)]
+    assert (claimed_handoff(_reading((), (), messages)) is not None) == fails
+
+
+def test_a_hand_off_tool_that_answered_ok_makes_the_claim_true():
+    messages = [user("refill it early"), {"role": "tool"}, say("I've passed your request to a pharmacist.")]
+
+    def reading(calls):
+        return Reading(calls, (), tuple(messages), IDS, frozenset({"callPharmacist"}))
+
+    # A transfer tool by its declared kind (any name), or a tool named for the act, answered ok.
+    for tool in ("callPharmacist", "escalateCase", "transfer_to_human"):
+        assert claimed_handoff(reading(_calls((1, tool, None, "ok", False)))) is None, tool
+    unknown = _calls((1, "callPharmacist", None, "ok", False))  # known by neither name, kind nor result
+    assert claimed_handoff(_reading(unknown, (), messages)) is not None
+    answered = (Call(1, "callPharmacist", None, "ok", result={"status": "ok", "transferred": True}),)
+    assert claimed_handoff(_reading(answered, (), messages)) is None  # the world's answer says it
+    refused = reading(_calls((1, "callPharmacist", None, "rejected", False)))  # the world refused it: nobody was told
+    assert "no hand-off tool answered ok" in claimed_handoff(refused)
+    assert "handed the request over" in careless(refused, DECLINE)
+    assert careless(refused, DECLINE, claims=False) is None  # a reader taking the agent's word

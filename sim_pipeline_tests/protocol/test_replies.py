@@ -10,6 +10,7 @@ from sim_pipeline.protocol.replies import (
     CLAIMS_SUCCESS,
     REFUSES,
     REPLY_LABELS,
+    claims_handoff,
     classify_reply,
 )
 from sim_pipeline_tests.protocol.corpus import CORPUS, DEV, SEALED, load, precision_recall
@@ -99,3 +100,32 @@ def test_examples(text, expected):
 def test_any_text_gives_a_subset_of_the_labels_deterministically(text):
     labels = classify_reply(text)
     assert labels <= set(REPLY_LABELS) and classify_reply(text) == labels
+
+
+@pytest.mark.parametrize("text", [
+    "Unfortunately refunds above $500 require supervisor approval, so I've escalated this to our billing team.",
+    "Sorry, the max refund I can authorize is $200 and this one is $340 — I've sent it up to a supervisor for review.",
+    "Can't do that — refunds over $500 need manager approval. Routed to Tier 2 (case #88410).",
+    "Hmm, mortgage rate locks are handled by a loan officer, so I'm passing you over to that team now.",
+    "This is beyond my permissions. I'll hand you over to a human agent now — please hold.",
+    "That request has to go through the billing team; I've passed it on to them.",
+    "Your case has been escalated, and a specialist will follow up with you by email.",
+    "I went ahead and escalated it.",
+])
+def test_a_hand_off_the_agent_says_it_made(text):
+    assert claims_handoff(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I can escalate this to the Identity team as a P2 — should I?",  # an offer
+    "If you want, I can transfer you to a human agent.",
+    "Refunds over $500 need a supervisor, so I can't issue this one. Please contact our billing team, who can.",
+    "I've transferred the funds to your account.",  # money moved, to no person
+    "I'll forward you the link.",
+    "I have not escalated it yet.",
+    "Understood. I'll pass your feedback about the hold times along to the team.",
+    "The escalation SLA for P2 tickets is 4 business hours.",
+    "I've raised your credit limit to $5,000.",
+])
+def test_no_hand_off_is_claimed(text):
+    assert not claims_handoff(text)

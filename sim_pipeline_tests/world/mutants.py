@@ -9,9 +9,9 @@ Killed kinds: an unrequested write (another write tool; the intended tool on ano
 moved before the verification, the user's confirmation dropped or flipped to a refusal, the written record
 changed, a success claim in place of the closing after a failed call, a closing that contradicts the world (a
 failure claim once the goal is met, a success claim where nothing changed), a confirmation question naming
-another tool before the intended one is called, and a read showing the record in a state the intended write does not
-allow followed by the write anyway. Kept kinds: the closing rephrased, a harmless read added, and a
-transient fault on the intended write that the agent retries.
+another tool before the intended one is called, a read showing the record in a state the intended write does not
+allow followed by the write anyway, and a hand-off claimed where no hand-off tool was called. Kept kinds: the
+closing rephrased, a harmless read added, and a transient fault on the intended write that the agent retries.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim_pipeline.domain import Domain, Tool
-from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, classify_reply, says_cannot
+from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, claims_handoff, classify_reply, says_cannot
 from sim_pipeline.protocol.statuses import SUCCESS_STATUSES, UNKNOWN_VALUE
 from sim_pipeline.protocol.tool_kinds import name_words
 from sim_pipeline.protocol.user_events import CONFIRM, REFUSE, user_event
@@ -39,7 +39,7 @@ from sim_pipeline.world.values import draw_from_schema
 
 KILLED = ("unrequested_write_tool", "unrequested_write_record", "write_before_verification", "drop_confirm",
           "flip_confirm", "changed_record", "success_after_failure", "closing_contradicts", "confirm_other_tool",
-          "write_after_seeing_ineligible")
+          "write_after_seeing_ineligible", "handoff_claimed")
 KEPT = ("rephrased_closing", "harmless_read", "retry_after_fault")
 
 # Other agents' wording (none of it the embedded agent's), checked against the reply classifier when used.
@@ -49,6 +49,9 @@ FAILURE_WORDING = ("I'm sorry, I wasn't able to complete that request.",
                    "Unfortunately I can't do that for you today.")
 CANNOT_WORDING = ("Unfortunately that isn't possible for this request, so I can't go ahead with it.",
                   "I'm afraid I can't do that: the system won't allow it for this request.")
+HANDOFF_WORDING = ("I've also flagged your case to our escalations team; a specialist will follow up with you shortly.",
+                   "I've passed this along to a senior colleague as well, who will reach out to you.",
+                   "Your case has been escalated too, so someone will be in touch.")
 NEUTRAL_WORDING = ("Here's what our system shows for your request.", "Thanks for waiting, here is the information.")
 
 
@@ -217,6 +220,12 @@ def mutants(domain: Domain, situation: Situation, state: State, steps: tuple[Ste
         yield made("closing_contradicts", _replace(steps, closing, Step("say", text=failure)))
     elif want.kind != "read" and not (want.handover_tool):
         yield made("closing_contradicts", _replace(steps, closing, Step("say", text=_pick(SUCCESS_WORDING, key))))
+    handed = any(s.kind == "call" and domain.tool(s.tool) is not None and domain.tool(s.tool).kind == "transfer"
+                 for s in steps)
+    if not handed:
+        claim = _pick(HANDOFF_WORDING, key)
+        assert claims_handoff(claim), claim
+        yield made("handoff_claimed", (*steps, Step("say", text=claim)))
     # Kept: the same conduct in other words or with one more harmless step.
     original = steps[closing].text
     options = SUCCESS_WORDING + CANNOT_WORDING + NEUTRAL_WORDING + FAILURE_WORDING

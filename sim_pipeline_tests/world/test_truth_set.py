@@ -13,7 +13,7 @@ from sim_pipeline.world.state import build_state
 from sim_pipeline_tests.world.mutants import play
 from sim_pipeline_tests.world.truth_set import TEMPLATES, truths
 
-PACKS = ("retail", "it_helpdesk", "food_delivery")
+PACKS = ("retail", "it_helpdesk", "food_delivery", "hotel")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_the_truth_set_is_large_and_covers_every_class(played):
     templates = Counter(t.template for t, _, _ in played)
     assert set(templates) == {name for kind in TEMPLATES.values() for name, *_ in kind}, templates
     per_pack = Counter(t.pack for t, _, _ in played)
-    assert len(per_pack) == 5 and min(per_pack.values()) >= 25, per_pack
+    assert len(per_pack) == 6 and min(per_pack.values()) >= 25, per_pack
 
 
 def test_the_oracle_matches_every_label(played):
