@@ -94,6 +94,9 @@ WORLD_LOOKUP_ARGUMENTS = (
 WORLD_QUERY_ARGUMENTS = ("query", "q", "search", "keyword", "keywords", "term")  # free-text search: substring match
 WORLD_PATTERN_MAX_REPEAT = 6  # copies an open regex quantifier (+, *, {n,}) draws at most: short, readable values
 WORLD_SCHEMA_MAX_DEPTH = 8  # nesting levels drawn for object/array fields; deeper parts are left null
+SCHEMA_PATTERN_CACHE_SIZE = 1024  # RE2-compiled schema patterns kept (json_schema.py): every pattern of many packs
+SCHEMA_VALIDATOR_CACHE_SIZE = 512  # argument schemas kept with their validator for json_schema.fits: building one costs
+# far more than running it, and a run meets a few dozen schemas per pack
 WORLD_ARRAY_EXTRA_ITEMS = 2  # a drawn list holds minItems to minItems + 2 items (within maxItems): an order of one to
 # three dishes, not always exactly the minimum
 WORLD_ID_DRAW_TRIES = 1000  # fresh-id draws before an id space (e.g. an enum of 3 ids) counts as exhausted

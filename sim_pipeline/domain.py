@@ -16,7 +16,7 @@ import jsonschema
 
 from sim_pipeline import defaults
 from sim_pipeline.definition_files import load_json, load_yaml, read_definition
-from sim_pipeline import expressions
+from sim_pipeline import expressions, json_schema
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.policy import KINDS
 from sim_pipeline.protocol.tool_kinds import guess_kind, writes
@@ -296,6 +296,10 @@ def _check_json_schema(path: Path, where: str, schema: Any, fix: str) -> None:
             elif not state.get(id(child)):
                 state[id(child)] = 1
                 stack.append((child, iter(targets.get(id(child), []))))  # a $ref may name data
+    # Every regex it holds must run on RE2 (json_schema.py): arguments are matched in linear time, never by `re`.
+    problem = json_schema.pattern_problem(schema)
+    if problem is not None:
+        raise _fail(path, f"field '{where}/{problem.path}'", problem.problem, problem.fix)
 
 
 def _load_tool(path: Path) -> Tool:
@@ -548,15 +552,18 @@ def _id_pattern(path: Path, entity: str, spec: dict[str, Any], tools: tuple[Tool
     pattern = spec.get("id_pattern")
     argument = _argument_schema(tools, spec["id_argument"]) or {}
     if pattern is None and isinstance(argument.get("pattern"), str) and not all(
-            re.search(argument["pattern"], str(sample)) for sample in defaults.DEFAULT_ID_SAMPLES):
+            json_schema.search(argument["pattern"], str(sample)) for sample in defaults.DEFAULT_ID_SAMPLES):
         pattern = argument["pattern"]  # the default digits would fail the tools' own schema
     if pattern is None:
         return None
+    where = f"field 'entities/{entity}/id_pattern'"
     try:
-        re.compile(pattern)
+        re.compile(pattern)  # only to tell a text that is no regex at all from one RE2 cannot run; never matched
     except (re.error, OverflowError) as exc:  # OverflowError: a repeat count `re` cannot hold, a{99999999999}
-        raise _fail(path, f"field 'entities/{entity}/id_pattern'", f"not a regular expression ({exc})",
-                    "write a regex such as ^C[0-9]{4}$") from None
+        raise _fail(path, where, f"not a regular expression ({exc})", "write a regex such as ^C[0-9]{4}$") from None
+    problem = json_schema.pattern_problem({"pattern": pattern})  # ids are checked against it (world/infer.py)
+    if problem is not None:
+        raise _fail(path, where, problem.problem, problem.fix)
     return pattern
 
 
@@ -569,7 +576,7 @@ def _check_facts(path: Path, facts: dict[str, list[Any]], tools: tuple[Tool, ...
             schema = tool.parameters.get("properties", {}).get(name)
             if not isinstance(schema, dict) or "enum" in schema:
                 continue
-            checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+            checker = json_schema.validator(schema)
             try:
                 bad = next((v for v in pool if not checker.is_valid(v)), None)
             except OverflowError as exc:  # jsonschema's regex format check lets `re`'s OverflowError through

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from sim_pipeline import json_schema
 from sim_pipeline.definition_files import parse_json, read_definition
 from sim_pipeline.domain import Domain, Entity, FieldSpec
 from sim_pipeline.errors import DomainPackError
@@ -47,8 +47,7 @@ def _problem(spec: FieldSpec, value: Any) -> str | None:
         except ValueError:
             return f"{value!r} is not an ISO date (YYYY-MM-DD)"
     if spec.kind == "schema":
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(
-            json.loads(spec.values[0]), format_checker=jsonschema.FormatChecker()).iter_errors(value))
+        error = jsonschema.exceptions.best_match(json_schema.validator(json.loads(spec.values[0])).iter_errors(value))
         if error is not None:
             return f"does not fit its schema ({error.message})"
     return None
@@ -70,7 +69,7 @@ def _read(path: Path, entity: Entity) -> list[tuple[int, dict[str, Any]]]:
         key = record.get(entity.id_argument)
         if key is None:
             raise _fail(path, number, f"field '{entity.id_argument}'", "missing", f"give every {entity.name} its id")
-        if entity.id_pattern and not re.search(entity.id_pattern, str(key)):
+        if entity.id_pattern and not json_schema.search(entity.id_pattern, str(key)):
             raise _fail(path, number, f"field '{entity.id_argument}'", f"{key!r} does not match the id pattern "
                         f"{entity.id_pattern}", "write ids in the entity's shape")
         if str(key) in seen:

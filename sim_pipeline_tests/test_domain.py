@@ -530,6 +530,55 @@ def test_tool_schemas_the_sandbox_could_not_validate_with_are_refused(pack: Path
     _fails(pack, "tools/get_order.json", "field 'function/parameters'", problem, "Fix:")
 
 
+# Tool patterns are matched with RE2 (linear time): one it cannot run is refused, naming the file, the field, the pattern.
+@pytest.mark.parametrize(("where", "change", "pattern", "reason"), [
+    ("properties/order_id/pattern", lambda p: p["properties"]["order_id"].update(pattern=r"^([0-9])\1+$"),
+     r'"^([0-9])\\1+$"', r"invalid escape sequence: \1"),
+    ("properties/notes/items/pattern", lambda p: p["properties"].update(notes={
+        "type": "array", "items": {"type": "string", "pattern": r"^(?=.*\d).+$"}}),
+     r'"^(?=.*\\d).+$"', "invalid perl operator: (?="),
+    ("$defs/tag/patternProperties/(?<!x)y", lambda p: p.update({"$defs": {"tag": {
+        "type": "object", "patternProperties": {"(?<!x)y": {"type": "string"}}}}}),
+     '"(?<!x)y"', "invalid perl operator: (?<!"),
+])
+def test_a_pattern_that_needs_backtracking_is_refused_naming_file_and_field(
+        pack: Path, where: str, change: Callable[[dict], None], pattern: str, reason: str) -> None:
+    _edit_tool(pack, "get_order", lambda s: change(s["function"]["parameters"]))
+    _fails(pack, "tools/get_order.json", f": field 'function/parameters/{where}': pattern {pattern} cannot be matched in "
+           f"linear time (RE2 refuses it: {reason}). Fix: rewrite it without backreferences (\\1, \\k<name>) or "
+           "lookaround ((?=, (?!, (?<=, (?<!)")
+
+
+def test_unevaluated_properties_beside_pattern_properties_is_refused(pack: Path) -> None:
+    """jsonschema would match the property names of unevaluatedProperties against patternProperties with `re`."""
+    _edit_tool(pack, "get_order", lambda s: s["function"]["parameters"].update(
+        patternProperties={"^x_": {"type": "string"}}, unevaluatedProperties=False, additionalProperties=True))
+    _fails(pack, "tools/get_order.json", "field 'function/parameters/unevaluatedProperties'",
+           "Python's backtracking regex engine", "Fix: use additionalProperties beside the patternProperties")
+
+
+def test_an_entity_schema_or_id_pattern_that_needs_backtracking_is_refused(pack: Path) -> None:
+    _edit_yaml(pack / "domain.yaml", lambda s: s["entities"]["order"].update(id_pattern=r"^(?!0)[0-9]{5}$"))
+    _fails(pack, "domain.yaml", "field 'entities/order/id_pattern': pattern \"^(?!0)[0-9]{5}$\" cannot be matched in "
+           "linear time", "Fix: rewrite it without backreferences")
+    _edit_yaml(pack / "domain.yaml", lambda s: (s["entities"]["order"].pop("id_pattern"), s["entities"]["order"][
+        "fields"].update(tags={"kind": "list", "schema": {"type": "array", "items": {"pattern": r"(\w)\1"}}})))
+    _fails(pack, "domain.yaml", "field 'entities/order/fields/tags/schema/items/pattern': pattern", "Fix: rewrite")
+
+
+def test_pattern_properties_and_their_additional_properties_match_with_re2(pack: Path) -> None:
+    _edit_tool(pack, "get_order", lambda s: s["function"]["parameters"].update(
+        patternProperties={"^note_(a|a)*$": {"type": "string"}}))
+    domain = load_domain(pack)
+    from sim_pipeline.world.sandbox import Sandbox, WorldSetup
+
+    sandbox = Sandbox(domain, seed=0, setup=WorldSetup())
+    order = min(sandbox.state["order"])
+    assert sandbox.call("get_order", {"order_id": order, "note_aa": "gift"})["status"] == "ok"
+    refused = sandbox.call("get_order", {"order_id": order, "note_" + "a" * 40 + "!": "gift"})  # RE2: at once
+    assert refused["error"] == "invalid_argument" and refused["fields"] == ["note_" + "a" * 40 + "!"]
+
+
 def test_local_references_that_resolve_load(pack: Path) -> None:
     _edit_tool(pack, "get_order", lambda s: s["function"].update(parameters={
         "type": "object", "properties": {"order_id": {"$ref": "#/$defs/order_id"}, "note": {"$ref": "#tag"}},

@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema
 
+from sim_pipeline import json_schema
 from sim_pipeline.errors import ExportError
 
 # Keys OpenAI's fine-tuning chat format accepts on a message of each role (weight: assistant loss mask only).
@@ -150,7 +151,9 @@ def tool_validators(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for tool in tools:
         function = tool["function"]
         schema = function.get("parameters") or {"type": "object"}
-        validators[function["name"]] = jsonschema.validators.validator_for(schema)(schema)
+        # Its $schema's draft, formats not checked (as before); its patterns on RE2: the arguments are a model's.
+        validators[function["name"]] = json_schema.validator(schema, formats=False,
+                                                            cls=jsonschema.validators.validator_for(schema))
     return validators
 
 

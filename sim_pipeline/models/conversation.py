@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from sim_pipeline import json_schema
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, classify_reply
 from sim_pipeline.seeding import digest
 
@@ -97,7 +98,7 @@ def extract(text: str, name: str, schema: dict[str, Any]) -> tuple[Any, bool]:
         return (found[-1] if found else None), False
     pattern = schema.get("pattern")
     if pattern:
-        hits = [t for t in tokens(text) if re.fullmatch(pattern, t)]
+        hits = [t for t in tokens(text) if json_schema.fullmatch(pattern, t)]  # RE2: the text is a model's
         return (hits[-1] if hits else None), False
     return None, False
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, json_schema
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import (
     Reading,
@@ -408,7 +408,7 @@ class _Turn:
             return None
         id_param, props = self.id_param(tool), self.tools[tool]["parameters"].get("properties", {})
         pattern = props.get(id_param, {}).get("pattern") if id_param else None
-        ids = [t for t in tokens(text) if id_param and (re.fullmatch(pattern, t) if pattern else
+        ids = [t for t in tokens(text) if id_param and (json_schema.fullmatch(pattern, t) if pattern else
                                                          any(c.isdigit() for c in t) and len(t) >= 4)]
         known = {**self.known, **({id_param: ids[-1]} if ids and id_param else {})}
         if id_param and id_param not in known:

@@ -7,15 +7,14 @@ and reused by every sandbox of that domain: building a validator costs far more 
 from __future__ import annotations
 
 import json
-import re
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
+from sim_pipeline import json_schema
 from sim_pipeline.domain import Action, Domain, Reference, Tool
 from sim_pipeline.world.infer import Binding, bind, default_action, makes_record
 from sim_pipeline.world.placeholder import HINT, placeholder_arguments
@@ -37,8 +36,9 @@ class CompiledTool:
 
 
 def validator_for(parameters: dict[str, Any]) -> Any:
-    """A draft 2020-12 validator with format checking (so `"format": "email"` is enforced)."""
-    return jsonschema.Draft202012Validator(parameters, format_checker=jsonschema.FormatChecker())
+    """A draft 2020-12 validator with format checking (so `"format": "email"` is enforced) whose patterns run on
+    RE2: an argument is model output, and a backtracking match of it could take any time (json_schema.py)."""
+    return json_schema.validator(parameters)
 
 
 def compile_tool(domain: Domain, tool: Tool) -> CompiledTool:
@@ -89,7 +89,7 @@ def _field(error: ValidationError) -> str:
     elif error.validator == "additionalProperties" and isinstance(instance, dict):
         patterns = list(schema.get("patternProperties", {}))
         path += [k for k in instance if k not in schema.get("properties", {})
-                 and not any(re.search(p, k) for p in patterns)][:1]
+                 and not any(json_schema.search(p, k) for p in patterns)][:1]
     return "/".join(path) or "arguments"
 
 

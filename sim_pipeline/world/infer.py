@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, json_schema
 from sim_pipeline.domain import Action, Domain, Entity, FieldSpec, Tool
 from sim_pipeline.errors import WorldError
 from sim_pipeline.protocol.tool_kinds import first_verb, guess_kind, reads
@@ -153,6 +153,10 @@ def parse_tools(tools: Sequence[Mapping[str, Any]]) -> tuple[Tool, ...]:
         except jsonschema.SchemaError as exc:
             raise WorldError(f"tool '{name}': parameters are not a valid JSON Schema ({exc.message}). "
                              "Fix: write parameters as a JSON Schema object") from None
+        problem = json_schema.pattern_problem(params)  # arguments are matched with RE2, never by backtracking
+        if problem is not None:
+            raise WorldError(f"tool '{name}': field 'parameters/{problem.path}': {problem.problem}. "
+                             f"Fix: {problem.fix}")
         if params.get("type", "object") != "object" or not isinstance(params.get("properties", {}), dict):
             raise WorldError(f"tool '{name}': parameters must be an object schema with properties. "
                              "Fix: use {\"type\": \"object\", \"properties\": {...}}")

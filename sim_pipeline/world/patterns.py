@@ -3,18 +3,18 @@
 Supported: literals, escapes (\\d \\w \\s and escaped punctuation), `.`, classes with ranges and negation, groups
 (capturing or `(?:...)`) with `|`, and the quantifiers `? * + {n} {n,} {n,m}` (open ones draw at most
 `defaults.WORLD_PATTERN_MAX_REPEAT` extra copies). Anything else (lookarounds, backreferences, \\p{...}) gives None,
-and every drawn string is checked with `re.search` before it is returned.
+and every drawn string is checked with the schema's own matcher (RE2, json_schema.py) before it is returned.
 """
 
 from __future__ import annotations
 
-import re
 import string
 from typing import Any
 
 import numpy as np
+import re2
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, json_schema
 
 _WORD = string.ascii_letters + string.digits + "_"
 _ANY = string.ascii_letters + string.digits + " -_."
@@ -133,6 +133,6 @@ def draw_pattern(pattern: str, gen: np.random.Generator) -> str | None:
         out: list[str] = []
         _draw(_parse(pattern), gen, out)
         text = "".join(out)
-        return text if re.search(pattern, text) else None
-    except (_Unsupported, IndexError, ValueError, re.error):
+        return text if json_schema.search(pattern, text) else None
+    except (_Unsupported, IndexError, ValueError, re2.error):
         return None

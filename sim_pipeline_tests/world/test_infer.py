@@ -56,6 +56,9 @@ def test_field_kinds_follow_the_schema(tool: Any) -> None:
     ([{"name": "a", "parameters": {"type": "object", "required": "x"}}], "not a valid JSON Schema"),
     ([{"name": "a", "parameters": {"type": "string"}}], "must be an object schema"),
     ([{"name": "a", "parameters": {"type": "object", "default": float("nan")}}], "not JSON"),
+    ([{"name": "a", "parameters": {"type": "object", "properties": {"pin": {"type": "string", "pattern": r"^(\d)\1$"}}}}],
+     r"tool 'a': field 'parameters/properties/pin/pattern': .*cannot be matched in linear time.*Fix: rewrite it "
+     "without backreferences"),
 ])
 def test_bad_schemas_raise_world_errors(tools: list, match: str) -> None:
     with pytest.raises(WorldError, match=match):
