@@ -211,10 +211,6 @@ JUDGE_TRUST_MAX_FLIP_RATE = 0.10  # REFERENCE 6: re-judging an unchanged case fl
 JUDGE_TRUST_MAX_FILLER_NET = 0.10  # net share of verdicts neutral filler flips (with a sign test) that flags; as probes
 JUDGE_TRUST_MAX_EXPLOIT_RATE = 0.10  # REFERENCE 6: a probe the judge passes >= 10% of the time is an exploitable hack
 JUDGE_TRUST_MIN_PROBES = 20  # REFERENCE 6: below 20 probe verdicts the exploit rate is reported as low power, not flagged
-GOLD_MODEL_LABELLERS: tuple[str, ...] = (
-    "sim/", "openai/", "anthropic/", "gemini/", "vertex_ai/", "bedrock/", "mistral/", "together_ai/", "hosted_vllm/",
-    "ollama/", "gpt-", "o1", "o3", "o4", "claude", "gemini", "llama", "mistral", "mixtral", "qwen", "deepseek", "phi-",
-)  # a gold labeller starting with one of these is a model: model-made labels cannot be gold
 JUDGE_TRUST_MIN_GOLD = 50  # REFERENCE 6: at least 50 gold labels before a judge can be called trusted
 JUDGE_TRUST_MIN_AGREEMENT_LOW = 0.80  # REFERENCE 6: Wilson 95% lower bound of judge-gold agreement
 JUDGE_TRUST_MIN_KAPPA = 0.60  # REFERENCE 6: Cohen's kappa; 0.6 is "substantial" (Landis & Koch 1977)

@@ -19,7 +19,8 @@ from sim_pipeline.definition_files import load_json, load_yaml, read_definition
 from sim_pipeline import expressions, json_schema
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.policy import KINDS
-from sim_pipeline.protocol.tool_kinds import guess_kind, writes
+from sim_pipeline.protocol.environment_tools import RESERVED_TOOL_NAMES
+from sim_pipeline.protocol.tool_kinds import guess_kind, name_keys, writes
 
 _HERE = Path(__file__).parent
 DOMAINS_DIR = _HERE.parent / "data" / "domains"
@@ -315,6 +316,32 @@ def _load_tool(path: Path) -> Tool:
         raise _fail(path, "field 'function/parameters/required'", f"{missing} not declared in properties",
                     "declare every required argument under properties")
     return Tool(fn["name"], fn["description"], fn["parameters"], schema, guess_kind(fn["name"]))
+
+
+def _check_tool_names(paths: list[Path], tools: tuple[Tool, ...]) -> None:
+    """Refuse a tool named as one of the protocol's own, or as another tool once case, `-`/`_` and camelCase are
+    set aside: verl's tool config would list message_user twice, and a model (or a case-insensitive disk) one name."""
+    reserved = {key: name for name in RESERVED_TOOL_NAMES for key in name_keys(name)}
+    seen: dict[str, tuple[Path, str]] = {}
+    for path, tool in zip(paths, tools):
+        keys = sorted(name_keys(tool.name))
+        clash = next((reserved[k] for k in keys if k in reserved), None)
+        if clash is not None:
+            same = "" if clash == tool.name else f" ('{clash}' once case, '-'/'_' and camelCase are set aside)"
+            raise _fail(path, "field 'function/name'",
+                        f"'{tool.name}' is a reserved tool name{same}: the project's own protocol uses "
+                        f"{list(RESERVED_TOOL_NAMES)} (message_user: the agent's message to the simulated user, added to "
+                        "every domain's tools for training; user_action: the simulated user's answer), and a domain "
+                        "tool of either name would be taken for the protocol's own",
+                        f"rename the tool (its file and function/name) to a name outside {list(RESERVED_TOOL_NAMES)}")
+        other = next((seen[k] for k in keys if k in seen), None)
+        if other is not None:
+            raise _fail(path, "field 'function/name'",
+                        f"'{tool.name}' and '{other[1]}' (in {other[0]}) are one tool name once case, '-'/'_' and "
+                        "camelCase are set aside: a model choosing a tool reads them as one, and a case-insensitive "
+                        "disk keeps one file for names that differ only in case",
+                        "rename one of the two tools (its file and function/name), or merge them into one")
+        seen.update(dict.fromkeys(keys, (path, tool.name)))
 
 
 def _suggest_id(written: str) -> str:
@@ -692,6 +719,7 @@ def load_domain(name_or_path: str | Path) -> Domain:
     if not tool_files:
         raise _fail(path / "tools", "directory", "no tool schema (*.json) found", "add one OpenAI function schema per tool")
     tools = tuple(_load_tool(p) for p in tool_files)
+    _check_tool_names(tool_files, tools)
     policy_path = path / "policy.md"
     if not policy_path.is_file():
         raise _fail(policy_path, "file", "missing", "write the policy as '- **rule_id**: text' lines")

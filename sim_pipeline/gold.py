@@ -10,12 +10,15 @@ One JSON object per line labels one rollout (one transcript of one situation):
 - `messages` (the rollout's chat messages; system messages are ignored) or `transcript_sha256` (their
   `transcript_digest`): which transcript is labelled. The label follows the transcript, not a rollout id, so it
   still applies when a re-run reproduces the same conversation and never applies to a different one.
-- `label`: 1 (pass) or 0 (fail); `labeller`: who labelled it; `source`: must be "human".
+- `label`: 1 (pass) or 0 (fail); `labeller`: who labelled it (any name; never read for its kind).
+- `source` (required): what kind of labeller made the label, declared: "human" (a person) or "program" (a model,
+  a judge, a script).
 - optional: `rollout_id`, `note` (kept as the gold reason).
 
-Model-made labels are refused: a `source` other than "human", or a labeller that names a model
-(`GOLD_MODEL_LABELLERS`), is an error naming the file and line. A judge validated against a model's labels would
-only be checked against another judge.
+Only a person's labels can be gold: a row declaring "program" is an error naming the file and line, and so is a
+row without `source` or with another value. A judge validated against a program's labels would only be checked
+against another program. The kind is what the row declares, never guessed from the labeller's name (a person may
+be called Claudette or Qwen, and a model ChatGPT).
 
 Precedence: a human label replaces the program label (the state oracle's) on every grades row it matches
 (`gold_source="human"`); rows without a human label keep the program label (`gold_source="program"`). Two human
@@ -29,13 +32,14 @@ from typing import Any
 
 import pandas as pd
 
-from sim_pipeline import defaults
 from sim_pipeline.definition_files import parse_json, read_definition
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.seeding import digest
 
 GOLD_DIR = "gold"
 LABEL_COLUMNS = ("situation_id", "transcript_sha256", "label", "labeller", "note", "file", "line")
+HUMAN, PROGRAM = "human", "program"  # the labeller kinds a row declares in `source` (gold_source's values too)
+SOURCES = (HUMAN, PROGRAM)
 _ALLOWED = {"situation_id", "messages", "transcript_sha256", "label", "labeller", "source", "note", "rollout_id"}
 
 
@@ -49,12 +53,6 @@ def transcript_digest(messages: list[dict[str, Any]]) -> str:
                  for c in (m.get("tool_calls") if m.get("tool_calls") is not None else [])]
         shown.append((m.get("role"), m.get("content") or "", calls))
     return digest(shown)
-
-
-def is_model_name(labeller: str) -> bool:
-    """Whether a labeller names a model (a provider/model string or a known model family)."""
-    name = labeller.strip().lower()
-    return name.startswith(defaults.GOLD_MODEL_LABELLERS)
 
 
 def _fail(path: Path, line: int, problem: str, fix: str) -> DomainPackError:
@@ -72,6 +70,20 @@ def _check_messages(path: Path, line: int, messages: list[Any]) -> None:
                         "objects with a function object)", "copy the rollout's messages as they are stored")
 
 
+def _check_source(path: Path, line: int, source: Any) -> None:
+    """The row's declared labeller kind: a person's label passes; a program's, a missing or an unknown kind is refused."""
+    if source == PROGRAM:
+        raise _fail(path, line, f"source {PROGRAM!r}: the row declares a program-made label, and only a person's "
+                    "labels can be gold (a judge checked against a program is only checked against another program)",
+                    f"have a person label this rollout and set source to {HUMAN!r}")
+    if source not in SOURCES:
+        shown = "is missing" if source is None else f"is {source!r}"
+        raise _fail(path, line, f"field 'source' {shown}: each row declares who labelled it by kind, "
+                    f"{HUMAN!r} (a person) or {PROGRAM!r} (a model, a judge, a script)",
+                    f'write "source": "{HUMAN}" for a label a person made (only those can be gold); the '
+                    "labeller's name is never read for its kind")
+
+
 def _label(path: Path, line: int, raw: str) -> dict[str, Any]:
     try:
         item = parse_json(raw)
@@ -83,14 +95,9 @@ def _label(path: Path, line: int, raw: str) -> dict[str, Any]:
     if unknown:
         raise _fail(path, line, f"unknown field(s) {unknown}", f"use only {sorted(_ALLOWED)}")
     source, labeller = item.get("source"), item.get("labeller")
-    if source != "human":
-        raise _fail(path, line, f"source {source!r}: only human labels can be gold (model-made labels are refused)",
-                    "have a person label this rollout and set source to \"human\"")
+    _check_source(path, line, source)
     if not isinstance(labeller, str) or not labeller.strip():
         raise _fail(path, line, "field 'labeller' is missing", "name the person who labelled the rollout")
-    if is_model_name(labeller):
-        raise _fail(path, line, f"labeller {labeller!r} is a model: model-made labels cannot be gold",
-                    "have a person label this rollout and name them as labeller")
     label = item.get("label")
     if isinstance(label, bool) or label not in (0, 1):
         raise _fail(path, line, f"label {label!r} is not 0 or 1", "use 1 for pass and 0 for fail")
@@ -137,7 +144,7 @@ def apply_gold(grades: pd.DataFrame, transcripts: pd.Series, labels: pd.DataFram
     hit = keys.isin(keyed.index)
     matched = keyed.reindex(keys[hit])
     out.loc[hit, "gold_reward"] = matched["label"].to_numpy(dtype=float)
-    out.loc[hit, "gold_source"] = "human"
+    out.loc[hit, "gold_source"] = HUMAN
     out.loc[hit, "gold_reason"] = [f"human ({who}): {note}".rstrip(": ")
                                    for who, note in zip(matched["labeller"], matched["note"])]
     return out

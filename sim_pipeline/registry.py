@@ -1,8 +1,9 @@
 """The policy registry (data/policies.yaml): version slug -> domain, model, sampling, baseline, judge.
 
 Loading refuses what would otherwise be read silently wrong: a key written twice (YAML keeps the last), a version
-that is its own baseline or a baseline cycle (the regression guard could never fail), a domain that is no pack
-under data/domains, and a `sim/` model the embedded backend does not serve (caught here, not after the seed steps).
+that is its own baseline or a baseline cycle (the regression guard could never fail), two slugs that are one once
+case and `-`/`_` are set aside (one warehouse folder on a case-insensitive disk), a domain that is no pack under
+data/domains, and a `sim/` model the embedded backend does not serve (caught here, not after the seed steps).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from sim_pipeline.models.model_config import ModelConfig, model_config
 from sim_pipeline.models.sim_models import PREFIX as SIM_PREFIX
 from sim_pipeline.models.sim_models import serves, sim_model_names
 from sim_pipeline.models.trained_profiles import profile_path, trained_hash
+from sim_pipeline.protocol.tool_kinds import folded_name
 from sim_pipeline.protocol.train_methods import TRAIN_METHODS
 
 # $SIM_PIPELINE_REGISTRY, when set, names another file: the code location, its sensors and the production run
@@ -262,6 +265,22 @@ def _check_baselines(path: Path, lines: Lines, versions: dict[str, PolicyVersion
                                     "with. Fix: give the oldest version of the chain no baseline")
 
 
+def same_slug(slug: str, registered: Iterable[str]) -> str | None:
+    """The registered slug that is `slug` once case and `-`/`_` are set aside (never `slug` itself), or None."""
+    return next((r for r in registered if r != slug and folded_name(r) == folded_name(slug)), None)
+
+
+def _check_distinct(path: Path, lines: Lines, where: str, slug: str, first: str) -> None:
+    """Refuse a slug that is an earlier one once case and `-`/`_` are set aside: the version's partition folders in
+    the warehouse would be the other's on a case-insensitive disk, and the two read as one name."""
+    if first == slug:
+        return
+    line = lines.get(("policies", first))
+    raise RegistryError(f"{where}: version '{slug}' and version '{first}'{f' (line {line})' if line else ''} are one "
+                        "slug once case and '-'/'_' are set aside: their warehouse folders would be one folder on a "
+                        f"case-insensitive disk. Fix: rename one of the two in {path} (and any baseline naming it)")
+
+
 def load_registry(path: Path | str | None = None) -> dict[str, PolicyVersion]:
     """Load and validate the registry (REGISTRY_PATH by default); every problem names the file, the field and the fix."""
     path = Path(path) if path is not None else REGISTRY_PATH
@@ -272,9 +291,11 @@ def load_registry(path: Path | str | None = None) -> dict[str, PolicyVersion]:
     models = _models(path, lines, raw)  # a broken models: entry is an error of the registry, whatever reads it
     base = _defaults(path, lines, raw)
     versions = {}
+    folded: dict[str, str] = {}  # folded slug -> the slug first written so
     for order, (slug, spec) in enumerate(raw["policies"].items()):
         where = _at(path, lines, "policies", str(slug))
         validate_slug(slug, where=f"{where}: the version name")
+        _check_distinct(path, lines, where, slug, folded.setdefault(folded_name(slug), slug))
         entry = _entry(where, slug, spec, base, order)
         for key in _MODEL_FIELDS:  # a models: entry's own model was checked with the entry
             if getattr(entry, key) and getattr(entry, key) not in models:
@@ -321,6 +342,13 @@ def write_with_versions(source: Path | str, out: Path | str, entries: dict[str, 
     import yaml
 
     raw = _read(Path(source))
+    registered = [str(s) for s in raw.get("policies") or {}]
+    for slug in entries:  # named here, against the source file: the copy below is a temporary one
+        clash = same_slug(slug, registered)
+        if clash is not None:
+            raise RegistryError(f"{source}: the new version '{slug}' and version '{clash}' are one slug once case and "
+                                "'-'/'_' are set aside: their warehouse folders would be one folder on a "
+                                f"case-insensitive disk. Fix: rename '{clash}' in {source}")
     raw = {**raw, "policies": {**(raw.get("policies") or {}), **entries}}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -585,3 +585,36 @@ def test_local_references_that_resolve_load(pack: Path) -> None:
         "required": ["order_id"], "$defs": {"order_id": {"type": "string", "pattern": "^[0-9]{4,6}$"},
                                             "tag": {"$anchor": "tag", "type": "string"}}}))
     assert load_domain(pack).tool("get_order").required == ("order_id",)
+
+
+# -- tool names (issue 29, item 5) ------------------------------------------------------------------------
+def _add_tool(pack: Path, name: str, like: str = "get_order") -> None:
+    """A copy of tool `like` under another name (file and function/name), beside the original."""
+    schema = json.loads((pack / "tools" / f"{like}.json").read_text())
+    schema["function"]["name"] = name
+    (pack / "tools" / f"{name}.json").write_text(json.dumps(schema))
+
+
+@pytest.mark.parametrize(("name", "reserved"), [("message_user", "message_user"), ("user_action", "user_action"),
+                                                ("Message-User", "message_user"), ("userAction", "user_action")])
+def test_a_tool_named_as_the_protocols_own_is_refused(pack: Path, name: str, reserved: str) -> None:
+    _add_tool(pack, name)
+    _fails(pack, f"tools/{name}.json", f"field 'function/name': '{name}' is a reserved tool name",
+           "the project's own protocol uses ['message_user', 'user_action']",
+           "Fix: rename the tool (its file and function/name) to a name outside ['message_user', 'user_action']")
+    if name != reserved:
+        _fails(pack, f"tools/{name}.json", f"('{reserved}' once case, '-'/'_' and camelCase are set aside)")
+
+
+@pytest.mark.parametrize("name", ["Get_Order", "get-order", "getOrder", "GET_ORDER"])
+def test_two_tools_that_are_one_name_once_case_and_separators_are_set_aside_are_refused(pack: Path,
+                                                                                         name: str) -> None:
+    _add_tool(pack, name)
+    first, second = sorted([f"{name}.json", "get_order.json"])  # files load in sorted order; the second is refused
+    _fails(pack, f"tools/{second}", f"(in {pack / 'tools' / first}) are one tool name once case, '-'/'_' and "
+           "camelCase are set aside", "Fix: rename one of the two tools (its file and function/name)")
+
+
+def test_tools_whose_names_only_share_letters_in_another_order_load(pack: Path) -> None:
+    _add_tool(pack, "get_orders")  # a plural is another name, not a spelling of get_order
+    assert {"get_order", "get_orders"} <= {t.name for t in load_domain(pack).tools}

@@ -1,4 +1,5 @@
-"""Human gold label files: the format, refusal of model-made labels, and precedence over program labels."""
+"""Human gold label files: the format, refusal of program-made labels by their declared kind, and precedence over
+program labels."""
 
 import json
 
@@ -7,7 +8,7 @@ import pandas as pd
 import pytest
 
 from sim_pipeline.errors import DomainPackError
-from sim_pipeline.gold import apply_gold, is_model_name, load_gold, transcript_digest
+from sim_pipeline.gold import apply_gold, load_gold, transcript_digest
 
 MESSAGES = [
     {"role": "system", "content": "You are an agent.", "tool_calls": None},
@@ -54,11 +55,13 @@ def test_a_pack_without_gold_has_no_labels(tmp_path):
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    (label(source="model"), r"line 2: source 'model': only human labels can be gold"),
-    (label(source=None), r"line 2: source None"),
-    (label(labeller="openai/gpt-4o-mini"), r"line 2: labeller 'openai/gpt-4o-mini' is a model"),
-    (label(labeller="Claude-3.5"), r"line 2: labeller 'Claude-3.5' is a model"),
-    (label(labeller="sim/judge"), r"line 2: labeller 'sim/judge' is a model"),
+    (label(source="program"), r"line 2: source 'program': the row declares a program-made label, and only a "
+                              r"person's labels can be gold .*Fix: have a person label this rollout and set source to "
+                              r"'human'"),
+    (label(source="model"), r"line 2: field 'source' is 'model': each row declares who labelled it by kind, 'human' "
+                            r"\(a person\) or 'program' \(a model, a judge, a script\)\. Fix: write \"source\": \"human\""),
+    (label(source=None), r"line 2: field 'source' is missing: each row declares who labelled it by kind"),
+    (label(source="Human"), r"line 2: field 'source' is 'Human'"),
     (label(label=0.5), r"line 2: label 0.5 is not 0 or 1"),
     (label(label=True), r"line 2: label True is not 0 or 1"),
     (label(messages=None), r"line 2: no transcript"),
@@ -82,11 +85,23 @@ def test_conflicting_human_labels_must_be_adjudicated(tmp_path):
     assert len(load_gold(tmp_path)) == 1
 
 
-@pytest.mark.parametrize(("name", "model"), [("ana.silva", False), ("ana@northwind.example", False),
-                                             ("Oscar", False), ("gpt-4o", True), ("anthropic/claude-3", True),
-                                             ("Llama-3-70b", True), ("qwen2.5", True)])
-def test_is_model_name(name, model):
-    assert is_model_name(name) is model
+# The labeller's kind is what the row declares: a name is never read for it (issue 29, item 5). The old name guess
+# refused people whose names start like a model family and let through models it had no prefix for.
+@pytest.mark.parametrize("name", ["Claudette Martin", "Qwen Li", "Phi-Long Tran", "Gemini Okafor", "Mistral Dupont"])
+def test_a_person_declared_human_is_a_person_whatever_their_name(tmp_path, name):
+    labels = load_gold(pack(tmp_path, label(labeller=name)))
+    assert list(labels["labeller"]) == [name]
+    grades = pd.DataFrame({"situation_id": ["s1"], "gold_reward": [0.0], "gold_source": "program",
+                           "gold_reason": ["oracle"]})
+    out = apply_gold(grades, pd.Series([transcript_digest(MESSAGES)]), labels)
+    assert out.loc[0, "gold_source"] == "human" and out.loc[0, "gold_reason"] == f"human ({name})"
+
+
+@pytest.mark.parametrize("name", ["ChatGPT", "\uff47\uff50\uff54-4o", "sonnet", "openai/gpt-4o-mini", "ana.silva"])
+def test_a_program_declared_program_is_a_program_whatever_its_name(tmp_path, name):
+    with pytest.raises(DomainPackError, match=r"labels\.jsonl: line 1: source 'program': the row declares a "
+                                              r"program-made label, and only a person's labels can be gold"):
+        load_gold(pack(tmp_path, label(labeller=name, source="program")))
 
 
 def test_human_labels_override_program_labels_where_they_match():

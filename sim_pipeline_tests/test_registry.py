@@ -7,7 +7,7 @@ import yaml
 
 from sim_pipeline.definitions import domain_names
 from sim_pipeline.errors import RegistryError
-from sim_pipeline.registry import load_models, load_registry, validate_slug, versions_for
+from sim_pipeline.registry import load_models, load_registry, validate_slug, versions_for, write_with_versions
 
 
 def write(tmp_path, policies, defaults=None):
@@ -266,3 +266,31 @@ def test_a_reply_classifier_is_a_model_a_version_or_the_defaults_name(tmp_path):
                                               "reply_classifier": "sim/reader"}}))
     with pytest.raises(RegistryError, match=r"reply_classifier: 3 is not text"):
         load_registry(write(tmp_path, {"v1": {"domain": "retail", "model": "sim/agent-v1", "reply_classifier": 3}}))
+
+
+# -- slugs that are one name (issue 29, item 5) ----------------------------------------------------------
+@pytest.mark.parametrize(("first", "second"), [("Agent-V1", "agent-v1"), ("agent-v1", "agent_v1"),
+                                               ("AGENT-V1", "agent_v1")])  # written sorted
+def test_two_slugs_that_are_one_once_case_and_separators_are_set_aside_are_refused(tmp_path, first, second):
+    path = write(tmp_path, {first: {"domain": "retail", "model": "sim/agent-v1"},
+                            second: {"domain": "retail", "model": "sim/agent-v2"}})
+    with pytest.raises(RegistryError, match=rf"{re.escape(str(path))}: line \d+: policies/{second}: version "
+                                            rf"'{second}' and version '{first}' \(line \d+\) are one slug once case "
+                                            r"and '-'/'_' are set aside.*Fix: rename one of the two in "
+                                            + re.escape(str(path))):
+        load_registry(path)
+
+
+def test_slugs_that_differ_by_a_dot_are_two_versions(tmp_path):
+    path = write(tmp_path, {"agent-v1.1": {"domain": "retail", "model": "sim/agent-v1"},
+                            "agent-v11": {"domain": "retail", "model": "sim/agent-v2"}})
+    assert set(load_registry(path)) == {"agent-v1.1", "agent-v11"}
+
+
+def test_a_loop_version_that_folds_onto_a_registered_one_is_refused_and_nothing_is_written(tmp_path):
+    source = write(tmp_path, {"agent-v1": {"domain": "retail", "model": "sim/agent-v1"}})
+    out = tmp_path / "out" / "policies.yaml"
+    with pytest.raises(RegistryError, match=rf"{re.escape(str(source))}: the new version 'Agent_V1' and version "
+                                            r"'agent-v1' are one slug .*Fix: rename 'agent-v1' in "):
+        write_with_versions(source, out, {"Agent_V1": {"domain": "retail", "model": "sim/agent-v2"}})
+    assert not out.parent.exists()  # refused before anything is written

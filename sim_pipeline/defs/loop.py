@@ -21,7 +21,7 @@ import pandas as pd
 from sim_pipeline.defs.launch import RunOutcome, materialize_domain, sync_partitions, train_partition
 from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.models.trained_profiles import trained_dir
-from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_registry, write_with_versions
+from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_registry, same_slug, write_with_versions
 from sim_pipeline.train.trained_policy import TRAINED
 from sim_pipeline.warehouse import partition_path, read_table
 
@@ -60,6 +60,12 @@ def run_loop(instance: dg.DagsterInstance, source_slug: str, methods: list[str],
     if source_slug not in registry:
         raise SimPipelineError(f"--from {source_slug}: no such version in {project}. Fix: use one of "
                                f"{sorted(registry)}")
+    for method in methods:  # before anything runs: the loop's registry would refuse the trained version after training
+        clash = same_slug(trained_slug(source_slug, method), registry)
+        if clash is not None:
+            raise SimPipelineError(f"--from {source_slug}: the trained version '{trained_slug(source_slug, method)}' "
+                                   f"and version '{clash}' of {project} are one slug once case and '-'/'_' are set "
+                                   f"aside. Fix: rename '{clash}' in {project}")
     source = registry[source_slug]
     result = LoopResult(source, seed)
     sync_partitions(instance, [source.domain], registry_path=str(project))

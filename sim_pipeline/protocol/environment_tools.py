@@ -1,5 +1,7 @@
 """The RL environment's own tool, beside the domain's: the exports (verl's tool config) and the environment agree."""
 
+from sim_pipeline.protocol.user_events import USER_ACTION
+
 MESSAGE_USER = "message_user"  # the tool through which the agent talks to the simulated user mid-episode
 MESSAGE_USER_TOOL = {  # its JSON schema, for trainers that take schemas (verl) rather than methods (TRL)
     "type": "function",
@@ -15,3 +17,8 @@ MESSAGE_USER_TOOL = {  # its JSON schema, for trainers that take schemas (verl) 
         },
     },
 }
+
+# Tool names the project's own protocol uses: the agent's tool to the simulated user, and the tool the user answers
+# through. A domain tool of either name would sit beside the protocol's own in a trainer's tool list (verl's config
+# would list message_user twice), so pack loading refuses it.
+RESERVED_TOOL_NAMES: tuple[str, ...] = (MESSAGE_USER, USER_ACTION)

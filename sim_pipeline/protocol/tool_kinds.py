@@ -53,6 +53,18 @@ def snake_name(name: str) -> str:
     return "_".join(name_words(name))
 
 
+def folded_name(name: str) -> str:
+    """A name as a case-insensitive disk or a reader sees it: case-folded, `-` read as `_` (Get-Order -> get_order)."""
+    return name.casefold().replace("-", "_")
+
+
+def name_keys(name: str) -> frozenset[str]:
+    """The forms under which two tool names are one name: folded (Get_Order, get-order) and snake_case (getOrder)."""
+    # Both: folding alone misses getOrder beside get_order; snake_case alone misses GetOrder beside getorder, which a
+    # case-insensitive disk holds as one file.
+    return frozenset({folded_name(name), snake_name(name)})
+
+
 def first_verb(name: str) -> str:
     """A tool name's first word, lower-cased (snake_case, kebab-case or camelCase): get_order, getOrder -> get."""
     words = name_words(name)

@@ -41,7 +41,7 @@ from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.grade import conduct
 from sim_pipeline.grade.grading import combine
 from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
-from sim_pipeline.protocol.environment_tools import MESSAGE_USER
+from sim_pipeline.protocol.environment_tools import MESSAGE_USER, RESERVED_TOOL_NAMES
 from sim_pipeline.protocol.transcript import visible_text
 from sim_pipeline.protocol.user_events import ENDING
 from sim_pipeline.rollout.episode import Episode, full_message, text_message
@@ -49,7 +49,7 @@ from sim_pipeline.rollout.runner import sample_seed
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import State, build_state
 
-_RESERVED = ("reset", MESSAGE_USER)
+_RESERVED = ("reset", *RESERVED_TOOL_NAMES)  # TRL's own method, then the protocol's tools (a pack refuses those)
 _SCALARS: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
 

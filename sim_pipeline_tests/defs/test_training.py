@@ -10,6 +10,7 @@ import textwrap
 
 import dagster as dg
 import pandas as pd
+import pytest
 import yaml
 
 from sim_pipeline import warehouse
@@ -122,3 +123,18 @@ def test_the_loop_trains_registers_and_measures_each_method_without_touching_the
         delta = _read(tmp_path / "warehouse", "delta", policy_version=version.slug)
         assert "pass@1" in set(delta["metric"]) and set(delta["baseline"]) == {"agent-v1"}
     assert set(instance.get_dynamic_partitions("retail_policy_version")) >= {"agent-v1-sft", "agent-v1-dpo"}
+
+
+def test_the_loop_refuses_a_trained_slug_that_folds_onto_a_registered_one_before_it_runs(tmp_path):
+    from sim_pipeline.defs import loop
+    from sim_pipeline.errors import SimPipelineError
+
+    project = tmp_path / "policies.yaml"
+    project.write_text(yaml.safe_dump({"policies": {"agent-v1": {"domain": "retail", "model": "sim/agent-v1"},
+                                                    "Agent_V1_SFT": {"domain": "retail", "model": "sim/agent-v2"}}}))
+    instance = dg.DagsterInstance.ephemeral()
+    with pytest.raises(SimPipelineError, match=r"the trained version 'agent-v1-sft' and version 'Agent_V1_SFT' of "
+                                               r".* are one slug once case and '-'/'_' are set aside\. Fix: rename"):
+        loop.run_loop(instance, "agent-v1", ["sft"], "0", warehouse=str(tmp_path / "warehouse"),
+                      log=lambda line: None, registry_path=project)
+    assert not (tmp_path / "warehouse").exists() and not instance.get_dynamic_partitions("retail_policy_version")

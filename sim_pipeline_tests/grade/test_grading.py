@@ -126,10 +126,11 @@ def test_human_gold_overrides_program_gold_where_it_matches(retail_run, tmp_path
     assert (table.drop(human.index)["gold_source"] == "program").all()
 
 
-def test_model_made_gold_stops_grading(retail_run, tmp_path):
+def test_program_made_gold_stops_grading(retail_run, tmp_path):
     first = retail_run.rollouts.iloc[0]
     write_gold(tmp_path, [{"situation_id": first["situation_id"], "messages": list(first["messages"]), "label": 1,
-                           "labeller": "openai/gpt-4o", "source": "human"}])
+                           "labeller": "openai/gpt-4o", "source": "program"}])
     domain = dataclasses.replace(retail_run.domain, path=tmp_path)
-    with pytest.raises(DomainPackError, match=r"labels\.jsonl: line 1: labeller 'openai/gpt-4o' is a model"):
+    with pytest.raises(DomainPackError, match=r"labels\.jsonl: line 1: source 'program': the row declares a "
+                                              r"program-made label"):
         grade(retail_run, retail_run.rollouts.iloc[:2], "sim/judge", domain=domain, stress=False)

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from sim_pipeline.protocol.tool_kinds import DECLARED_KINDS, guess_kind, name_words, snake_name, writes
+from sim_pipeline.protocol.tool_kinds import (DECLARED_KINDS, folded_name, guess_kind, name_keys, name_words, snake_name,
+                                            writes)
 
 
 @pytest.mark.parametrize(("name", "kind"), [
@@ -34,3 +35,16 @@ def test_only_state_changing_kinds_write():
 def test_declared_kinds_are_the_ones_domain_yaml_accepts():
     schema = json.loads((Path(__file__).parents[2] / "sim_pipeline" / "domain.schema.json").read_text())
     assert tuple(schema["properties"]["tools"]["additionalProperties"]["properties"]["kind"]["enum"]) == DECLARED_KINDS
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("get_order", "Get_Order", True), ("get_order", "get-order", True), ("get_order", "getOrder", True),
+    ("GetOrder", "getorder", True), ("get_order", "get_orders", False), ("get_order", "getorder", False),
+])
+def test_name_keys_make_one_name_of_case_separator_and_camel_case_spellings(a, b, same):
+    assert bool(name_keys(a) & name_keys(b)) is same
+
+
+def test_a_folded_name_ignores_case_and_reads_dash_as_underscore():
+    assert folded_name("Agent-V1") == folded_name("agent_v1") == "agent_v1"
+    assert folded_name("agent.v1") != folded_name("agent_v1")  # '.' is a character of its own in a slug
