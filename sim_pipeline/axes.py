@@ -45,22 +45,32 @@ def validated_constraints(domain: Domain) -> tuple[dict[str, str], ...]:
 def stress_rows(domain: Domain, constraints: tuple[dict[str, str], ...] = ()) -> list[dict[str, str]]:
     """Cells the plan must include so that every structured rule meets a tool it binds in at least
     `RULE_STRESS_MIN_CELLS` situations a seed, where it is put under stress (a pairwise plan pairs a rule with one of
-    its tools about once). Each differs by stance, and none is a combination the constraints forbid."""
+    its tools about once); and, for a predicate (a kind whose `predicate` is set: expressions), as many where it holds and the write is
+    expected: a clean world, the tool answering, no rule under stress (pairwise plans put most cells of a tool on a
+    fault, so the side where the predicate lets the write through would otherwise come up once or twice). Each differs
+    by stance, and none is a combination the constraints forbid."""
     stances = axis_values(domain)["stance"]
     rows: list[dict[str, str]] = []
-    for rule in domain.rules:
-        if not rule.kind or not rule.tools:
-            continue
+
+    def add(template: dict[str, str], tools: tuple[str, ...]) -> None:
         made = 0
-        for i in range(len(stances) * len(rule.tools)):
-            row = {"tool": rule.tools[i % len(rule.tools)], "rule": rule.id, "stance": stances[i % len(stances)]}
+        for i in range(len(stances) * len(tools)):
+            row = {"tool": tools[i % len(tools)], **template, "stance": stances[i % len(stances)]}
             if row in rows or any(all(row.get(axis) == value for axis, value in combo.items()) for combo in constraints
                                   if set(combo) <= set(row)):
                 continue
             rows.append(row)
             made += 1
             if made == defaults.RULE_STRESS_MIN_CELLS:
-                break
+                return
+
+    for rule in domain.rules:
+        if not rule.kind or not rule.tools:
+            continue
+        add({"rule": rule.id}, tuple(rule.tools))
+        if (kind := policy.kind_of(rule)) is not None and kind.predicate:
+            add({"rule": UNSPECIFIED, "world_state": "entity_exists", "tool_condition": "success", "history": "fresh"},
+                tuple(rule.tools))
     return rows
 
 

@@ -57,6 +57,7 @@ class Expression(RuleKind):
     needs = ("tools", "when")
     conduct_rule = "broke_expression_rule"
     order = 15  # after the verification (the record is read by then), before the user is asked to approve
+    predicate = True  # it holds for some records and requests and not for others: both sides are planned
 
     def validate(self, rule: Rule, tools: Mapping[str, Tool], actions: Mapping[str, Action]) -> Problem | None:
         example = "now - date(record.booked_at) < duration('24h') || record.insured"

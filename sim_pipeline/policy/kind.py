@@ -122,6 +122,9 @@ class RuleKind(ABC):
     needs: ClassVar[tuple[str, ...]]  # domain.yaml keys besides `kind` (`tool` stands for `tools` with one entry)
     conduct_rule: ClassVar[str]  # the conduct rule its violation is reported as
     order: ClassVar[int] = 50  # checks and reference steps run in this order (verification before approval)
+    # A condition on the record or the request that may hold or not: the plan also needs cells where it holds and the
+    # write goes through, not only cells that break it (axes.stress_rows).
+    predicate: ClassVar[bool] = False
 
     def binds(self, rule: Rule, tool: str | None) -> bool:
         """Whether the rule constrains calls of `tool` (the situation's intended tool)."""

@@ -47,7 +47,10 @@ def _intent(domain: Domain, cell: dict[str, str], gen: np.random.Generator) -> T
         # Needs a lookup first: a write on an entity the user can only name by its lookup field.
         writers = [t for t in domain.tools if t.writes and (e := bind(domain, t).entity) is not None and e.lookup_by
                    and not makes_record(t, bind(domain, t))]  # a create names no record to look up
-        return _pick(gen, writers) if writers else _pick(gen, list(domain.tools))
+        # With no such writer, any tool but a create: the world always lets a create through, so a create planned
+        # with a record already acted on (or a twin) would be a situation no agent can pass.
+        others = [t for t in domain.tools if not makes_record(t, bind(domain, t))] or list(domain.tools)
+        return _pick(gen, writers) if writers else _pick(gen, others)
     return domain.tool(cell["tool"])
 
 

@@ -5,6 +5,7 @@ structured rule is under stress, and what the user is told to say always fits th
 a schema-invalid value could make would test validation, not the rule.
 """
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -15,8 +16,11 @@ from sim_pipeline import cover, defaults
 from sim_pipeline.axes import axis_values, stress_rows, validated_constraints
 from sim_pipeline.domain import load_domain
 from sim_pipeline.json_schema import fits
+from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.policy.expression import typed
+from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
 from sim_pipeline.search.situations import build_situation, build_situations, stressed_counts
+from sim_pipeline.situation import Situation
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.state import build_state
 
@@ -102,3 +106,41 @@ def test_a_booking_gets_the_total_the_world_computes():
         "guest_id": guest_id, "room_id": room_id, "check_in": "2027-02-01", "nights": 3,
         "guests": [{"first_name": "Ana", "last_name": "Berg"}], "payments": [{"payment_id": stranger, "amount": 10}]})
     assert refused["status"] == "not_found"  # a payment method that is not the guest's
+
+
+def _names_what_exists(records: dict, args: dict, booking: dict | None) -> list[str]:
+    """An independent walk over a write's arguments: the guest, the room and the booking it names exist, and every
+    payment id is one of the paying guest's own (the guest it names, else the booking's)."""
+    bad = [f"{entity} {args[key]}" for key, entity in (("guest_id", "guest"), ("room_id", "room"),
+                                                       ("booking_id", "booking"))
+           if key in args and str(args[key]) not in records[entity]]
+    owner = records["guest"].get(str(args.get("guest_id") or (booking or {}).get("guest_id")), {})
+    own = {m["payment_id"] for m in owner.get("payment_methods", [])}
+    bad += [f"payment {p.get('payment_id')}" for p in args.get("payments") or []
+            if isinstance(p, dict) and p.get("payment_id") not in own]
+    return bad
+
+
+def test_no_applied_write_of_an_embedded_agent_names_a_record_that_does_not_exist(table):
+    """Issue 28's bar on the pack: 100% of applied writes name records that exist (with the situation's own set-up)."""
+    seed = int(table["seed"].iloc[0]) if "seed" in table else 0
+    state = build_state(DOMAIN, seed)
+    made = [Situation.from_row(r) for r in table.to_dict("records") if r["expect_write"]]
+    specs = [RolloutSpec(s, 0, k) for s in made for k in range(2)]
+    rows = asyncio.run(run_rollouts(specs, Policy("v2", "sim/agent-v2"), domain=DOMAIN, state=state,
+                                    gateway=Gateway(fast_path=True)))
+    by_id = {s.situation_id: s for s in made}
+    applied, bad = 0, []
+    for row in rows.to_dict("records"):
+        situation = by_id[row["situation_id"]]
+        records = {entity: dict(state[entity]) for entity in ("guest", "room", "booking")}
+        for entity, record in situation.setup.upserts:
+            key = next(e.id_argument for e in DOMAIN.entities if e.name == entity)
+            records[entity][str(record[key])] = record
+        for event in row["tool_events"]:
+            if event["applied"]:
+                args = json.loads(event["arguments"])
+                booking = records["booking"].get(str(args.get("booking_id")))
+                applied += 1
+                bad += [(event["tool"], problem) for problem in _names_what_exists(records, args, booking)]
+    assert applied >= 40 and bad == [], (applied, bad[:5])

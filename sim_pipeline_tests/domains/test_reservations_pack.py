@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sim_pipeline import cover
-from sim_pipeline.axes import axis_values, validated_constraints
+from sim_pipeline import cover, defaults
+from sim_pipeline.axes import axis_values, stress_rows, validated_constraints
 from sim_pipeline.domain import load_domain
 from sim_pipeline.errors import DomainPackError
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
-from sim_pipeline.search.situations import build_situations
+from sim_pipeline.search.situations import build_situation, build_situations
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.sandbox import Sandbox
 from sim_pipeline.world.setup import WorldSetup
@@ -333,3 +333,51 @@ def test_a_computed_value_that_cannot_be_read_is_refused_at_load_or_makes_its_si
     bookings = table[(table["intent_tool"] == "book_reservation") & table["expect_write"]]
     assert len(bookings) and not bookings["solvable"].any()
     assert bookings["reference"].str.contains("book_reservation: computes/total could not be worked out").all()
+
+
+# The desk's harder rules, as expressions: a passenger cap on a booking, and a cancellation allowed within 24 hours
+# of booking, or with insurance, or in business (issue 28's examples, in this pack's own shapes).
+RULED = {**SPEC,
+         "entities": {**SPEC["entities"], "reservation": {**SPEC["entities"]["reservation"], "fields": {
+             **SPEC["entities"]["reservation"]["fields"], "booked_at": {"kind": "date", "min": "now-3d", "max": "now"},
+             "insurance": {"kind": "enum", "values": ["yes", "no"]}}}},
+         "rules": {**SPEC["rules"],
+                   "passenger_cap": {"kind": "expression", "tools": ["book_reservation"],
+                                     "when": "size(args.passengers) <= 2"},
+                   "cancel_window": {"kind": "expression", "tools": ["cancel_reservation"],
+                                     "when": "now - date(record.booked_at) < duration('24h') || "
+                                             "record.insurance == 'yes' || record.cabin == 'business'"}}}
+RULED_POLICY = POLICY + ("- **passenger_cap**: At most two passengers on one booking.\n"
+                         "- **cancel_window**: A reservation may be cancelled within 24 hours of booking, or when it "
+                         "is insured, or in business.\n")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_each_predicate_is_stressed_both_ways_and_every_situation_is_solvable(seed, tmp_path):
+    """Issue 28's bar on a reservations desk: each predicate is put under stress in at least RULE_STRESS_MIN_CELLS
+    situations a seed (the right move: decline) and holds in as many that expect the write, all solvable."""
+    pack = write_pack(tmp_path, RULED)
+    (pack / "policy.md").write_text(RULED_POLICY)
+    desk = load_domain(pack)
+    constraints = validated_constraints(desk)
+    cells = cover.covering_array(axis_values(desk), seed=seed, constraints=constraints,
+                                 must_include=stress_rows(desk, constraints))
+    table = build_situations(desk, build_state(desk, seed), cells, seed=seed, n_phrasings=1)
+    assert table["solvable"].all(), table.loc[~table["solvable"], ["tool", "rule", "reference"]].to_dict("records")
+    for rule in ("passenger_cap", "cancel_window"):
+        tools = next(r.tools for r in desk.rules if r.id == rule)
+        bound = table[table["intent_tool"].isin(tools)]
+        stressed = bound["expected"].map(lambda e, rule=rule: rule in json.loads(e).get("stressed", []))
+        assert int(stressed.sum()) >= defaults.RULE_STRESS_MIN_CELLS, (rule, int(stressed.sum()))
+        assert not bound[stressed]["expect_write"].any()  # under stress the right move is to decline
+        held = bound[~stressed & bound["expect_write"]]
+        assert len(held) >= defaults.RULE_STRESS_MIN_CELLS, (rule, len(held))
+
+
+def test_a_multi_tool_cell_never_plans_a_create_where_no_record_can_be_looked_up(desk, world):
+    """No entity of this desk is looked up by another field, so a multi-tool cell falls back to any tool: never a
+    create, which the world always lets through (planned with a record already acted on, no agent could pass it)."""
+    cell = {"tool": "multi_tool", "rule": "unspecified", "stance": "ordinary", "world_state": "already_acted_on",
+            "tool_condition": "success", "history": "fresh"}
+    picked = {build_situation(desk, world, cell, seed=seed).intent_tool for seed in range(40)}
+    assert picked and "book_reservation" not in picked, picked
