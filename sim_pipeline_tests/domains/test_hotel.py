@@ -46,6 +46,11 @@ def test_every_situation_is_solvable_and_every_rule_is_stressed(table):
     counts = stressed_counts(table)
     assert {"occupancy", "split_payment", "free_cancellation"} <= structured
     assert {rule: counts.get(rule, 0) for rule in structured if counts.get(rule, 0) < defaults.RULE_STRESS_MIN_CELLS} == {}
+    # Each predicate holds, and the write is expected, in as many situations: both sides of it are planned.
+    for rule in (r for r in DOMAIN.rules if r.kind == "expression"):
+        bound = table[table["intent_tool"].isin(rule.tools)]
+        held = bound[bound["expect_write"] & ~bound["expected"].map(lambda e, r=rule.id: r in json.loads(e)["stressed"])]
+        assert len(held) >= defaults.RULE_STRESS_MIN_CELLS, (rule.id, len(held))
 
 
 def test_what_the_user_says_fits_the_tools_schema(table):
