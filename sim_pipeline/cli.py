@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from sim_pipeline.registry import PolicyVersion
 
 INSTANCE_CONFIG = Path(__file__).parent / "defs" / "dagster.yaml"  # the project's local instance settings
+UNVERIFIED_FLAG = "--allow-unverified"  # warehouse.UNVERIFIED_FLAG, which its refusals name (not imported: pyarrow)
+UNVERIFIED_HELP = ("read a warehouse file that has neither its .sha256 sidecar nor a content_sha256 recorded in the "
+                   "Dagster instance, printing a WARNING line for each (default: refuse it)")
 
 
 def _instance():
@@ -54,6 +57,7 @@ def _chosen_versions(domain: str, asked_items: list[str] | None) -> list[PolicyV
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Materialize every step for one seed and the domain's versions, then print the summary."""
+    from sim_pipeline.defs.io import verifying_with
     from sim_pipeline.defs.launch import made_by, materialize_domain, sync_partitions
     from sim_pipeline.domain import load_domain
     from sim_pipeline.kind_guesses import guess_lines
@@ -86,9 +90,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         ran = materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes,
                                  concurrency=args.concurrency)
         outcomes += ran
+        with verifying_with(instance):
+            summary = render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
+                             made_by=made_by(instance, args.domain, seed, versions, {o.run_id for o in ran}))
         print()
-        print(render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
-                     made_by=made_by(instance, args.domain, seed, versions, {o.run_id for o in ran})))
+        print(summary)
     failed = [o.label for o in outcomes if not o.success]
     if failed:
         print(f"\n{len(failed)} run(s) did not fully succeed: {failed}")
@@ -133,6 +139,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_loop(args: argparse.Namespace) -> int:
     """A version's cuts -> trained versions -> their held-out rollouts -> deltas against it, then the summary."""
+    from sim_pipeline.defs.io import verifying_with
     from sim_pipeline.defs.launch import made_by
     from sim_pipeline.defs.loop import run_loop
     from sim_pipeline.protocol.train_methods import TRAIN_METHODS
@@ -143,13 +150,17 @@ def cmd_loop(args: argparse.Namespace) -> int:
     instance = _instance()
     print(f"Loop from {args.source} ({', '.join(methods)}) on seed {args.seed} "
           f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
-    result = run_loop(instance, args.source, methods, args.seed, warehouse=args.warehouse)
-    versions = [result.source, *result.trained.values()]
+    with verifying_with(instance):
+        result = run_loop(instance, args.source, methods, args.seed, warehouse=args.warehouse)
+        versions = [result.source, *result.trained.values()]
+        summary = render(args.warehouse, result.source.domain, args.seed, versions,
+                         seconds=time.perf_counter() - started,
+                         made_by=made_by(instance, result.source.domain, args.seed, versions,
+                                         {o.run_id for o in result.outcomes}))
+        lines = loop_lines(args.warehouse, result.source, result.trained, result.methods, result.registry)
     print()
-    print(render(args.warehouse, result.source.domain, args.seed, versions, seconds=time.perf_counter() - started,
-                 made_by=made_by(instance, result.source.domain, args.seed, versions,
-                                 {o.run_id for o in result.outcomes})))
-    print("\n".join(loop_lines(args.warehouse, result.source, result.trained, result.methods, result.registry)))
+    print(summary)
+    print("\n".join(lines))
     return 0 if result.success else 1
 
 
@@ -197,16 +208,25 @@ def cmd_policies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn(line: str) -> None:
+    """A warning line on stderr (an unverified read the user asked for)."""
+    print(line, file=sys.stderr)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    """Print the summary of what the warehouse holds for a domain and seed."""
+    """Print the summary of what the warehouse holds for a domain and seed; every file read is verified (its
+    sidecar, else the instance's recorded content_sha256) unless --allow-unverified."""
+    from sim_pipeline.defs.io import verifying_with
+    from sim_pipeline.defs.launch import made_by
     from sim_pipeline.registry import load_registry, versions_for
     from sim_pipeline.report import render
 
-    from sim_pipeline.defs.launch import made_by
-
     versions = versions_for(load_registry(), args.domain)
-    print(render(args.warehouse, args.domain, args.seed, versions,
-                 made_by=made_by(_instance(), args.domain, args.seed, versions)))
+    instance = _instance()
+    with verifying_with(instance, allow_unverified=args.allow_unverified, warn=_warn):
+        summary = render(args.warehouse, args.domain, args.seed, versions,
+                         made_by=made_by(instance, args.domain, args.seed, versions))
+    print(summary)  # whole or not at all: a refused file prints no partial summary
     return 0
 
 
@@ -214,13 +234,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Gate the domain's cut partitions again and write them in a trainer's format; exit 1 if a cut was refused."""
     from sim_pipeline.cut.export_partitions import ExportRequest, export_warehouse
     from sim_pipeline.cut.lengths import tokenizer_counter
+    from sim_pipeline.defs.io import verifying_with
 
     if args.tokenizer:
         tokenizer_counter(args.tokenizer)  # a bad path fails before anything is written
 
-    report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
-                                            warehouse=args.warehouse, versions=tuple(args.versions or ()),
-                                            seeds=tuple(args.seeds or ())))
+    with verifying_with(_instance(), allow_unverified=args.allow_unverified, warn=_warn):
+        report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
+                                                warehouse=args.warehouse, versions=tuple(args.versions or ()),
+                                                seeds=tuple(args.seeds or ())))
     for f in report.files:
         extra = "".join([f", left out {f.left_out}" if f.left_out else "",
                          f", {f.masked_turns} assistant turn(s) weighted 0" if f.masked_turns else ""])
@@ -290,6 +312,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--allow-failed-checks", action="store_true",
                      help="exit 0 even when a blocking check (judge trust, publish gate) stopped a run")
     run.set_defaults(fn=cmd_run)
+    report.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
     report.set_defaults(fn=cmd_report)
     exp = verbs.add_parser("export", help="write the cuts as TRL, OpenAI fine-tuning or verl files (gated again)")
     exp.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
@@ -305,6 +328,7 @@ def parser() -> argparse.ArgumentParser:
                                          "save_pretrained wrote) instead of cl100k_base")
     exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                      help="Parquet base path to read the cuts from (default data/warehouse)")
+    exp.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
     exp.set_defaults(fn=cmd_export)
     back = verbs.add_parser("backfill", help="launch one Dagster asset backfill over versions x seeds (the daemon "
                                              "of `make dev` runs it; it shows under Overview > Backfills)")

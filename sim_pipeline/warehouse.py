@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
@@ -82,11 +87,17 @@ def recorded_sha256(path: UPath) -> str | None:
     return sidecar.read_text().strip() if sidecar.exists() else None
 
 
-def rematerialize_hint(path: UPath) -> str:
-    """How to rebuild the partition a warehouse path holds (`<domain>/<asset>/[k=v/]...parquet`)."""
+def path_parts(path: UPath) -> tuple[str, str, dict[str, str]]:
+    """(domain, asset, {dimension: value}) of a warehouse path (`<domain>/<asset>/[k=v/]...parquet`)."""
     parts = dict(p.removesuffix(".parquet").split("=", 1) for p in path.parts if "=" in p)
     folders = [p for p in path.parts[:-1] if "=" not in p]
     domain, asset = (folders[-2], folders[-1]) if parts else (folders[-1], path.stem)
+    return domain, asset, parts
+
+
+def rematerialize_hint(path: UPath) -> str:
+    """How to rebuild the partition a warehouse path holds (`<domain>/<asset>/[k=v/]...parquet`)."""
+    domain, asset, parts = path_parts(path)
     version, seed = parts.get("policy_version"), parts.get("seed")
     command = f"sim-pipeline run --domain {domain}" + (f" --versions {version}" if version else "") + \
         (f" --seeds {seed}" if seed else "")
@@ -95,17 +106,103 @@ def rematerialize_hint(path: UPath) -> str:
         f" (`{command}`, or Materialize in the UI)"
 
 
-def read_bytes_verified(path: UPath) -> bytes:
-    """A warehouse file's bytes, checked against the sha256 written beside it."""
+class RecordedHash(NamedTuple):
+    """A file's sha256 as a record outside the warehouse holds it (the Dagster instance's materialization)."""
+
+    sha256: str
+    source: str  # who recorded it, for messages: "the Dagster instance at ... (run 1a2b3c4d, field content_sha256)"
+
+
+HashLookup = Callable[[UPath], RecordedHash | None]
+
+
+@dataclass(frozen=True)
+class Verification:
+    """How a read checks a file whose sidecar is missing: against a recorded hash (`lookup`), or, only where the
+    user asked (`allow_unverified`), not at all, saying so through `warn`."""
+
+    lookup: HashLookup | None = None
+    allow_unverified: bool = False
+    warn: Callable[[str], None] | None = None
+    consulted: str = ""  # the record `lookup` reads, for messages: "the Dagster instance at /srv/dagster_home"
+
+
+# The reads' verification for this thread of work. The default has no record to consult: a file without its sidecar
+# is refused. The defs layer and the CLI, which hold a Dagster instance, set a lookup (`verifying`); the engine never
+# imports dagster.
+_VERIFICATION: ContextVar[Verification | None] = ContextVar("sim_pipeline_warehouse_verification", default=None)
+
+
+@contextmanager
+def verifying(lookup: HashLookup | None = None, *, allow_unverified: bool = False,
+              warn: Callable[[str], None] | None = None, consulted: str = "") -> Iterator[Verification]:
+    """Within the block, reads check a file without its sidecar against `lookup` (or, when allowed, read it
+    unverified with a warning)."""
+    verification = Verification(lookup, allow_unverified, warn, consulted)
+    token = _VERIFICATION.set(verification)
+    try:
+        yield verification
+    finally:
+        _VERIFICATION.reset(token)
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+UNVERIFIED_FLAG = "--allow-unverified"  # the command-line flag that reads a file no record vouches for
+
+
+def unverified_warning(path: UPath) -> str:
+    """The loud line a read without any check prints."""
+    return (f"WARNING: UNVERIFIED READ of {path}: its sidecar {checksum_path(path).name} is missing and no "
+            f"content_sha256 was recorded for it; {UNVERIFIED_FLAG} was given, so it is read as is and anything "
+            "printed from it may have been changed since it was written")
+
+
+def verify_content(path: UPath, content: bytes, *, expected: RecordedHash | None = None,
+                   verification: Verification | None = None) -> None:
+    """Check a file's bytes: against its sidecar when it has one; else against `expected` or the lookup's recorded
+    content_sha256; with neither, refuse it (or, where the user allowed it, warn). A mismatch is an error naming the
+    file, the record it failed and the fix."""
+    digest = hashlib.sha256(content).hexdigest()
+    sidecar = recorded_sha256(path)
+    if sidecar is not None:
+        if digest != sidecar:
+            raise WarehouseError(f"{path}: its content does not match the sha256 recorded when it was written "
+                                 f"({checksum_path(path).name}): the file is corrupt or was changed since. "
+                                 f"{rematerialize_hint(path)}")
+        return
+    verification = verification or _VERIFICATION.get() or Verification()
+    recorded = expected or (verification.lookup(path) if verification.lookup else None)
+    if recorded is not None:
+        if digest != recorded.sha256:
+            raise WarehouseError(
+                f"{path}: its content (sha256 {digest[:12]}...) does not match content_sha256 {recorded.sha256[:12]}"
+                f"... recorded by {recorded.source} (its sidecar {checksum_path(path).name} is missing): the file "
+                f"is corrupt or was changed since. {rematerialize_hint(path)}")
+        return
+    if verification.allow_unverified:
+        (verification.warn or _to_stderr)(unverified_warning(path))
+        return
+    record = (f"{verification.consulted or 'the record consulted'} holds no content_sha256 for it"
+              if verification.lookup else "this reader has no record of its content_sha256 to check it against")
+    raise WarehouseError(
+        f"{path}: cannot be verified: its sidecar {checksum_path(path).name} is missing (copies made with "
+        f"`cp *.parquet` or `rsync --exclude='.*'` leave it behind) and {record}. Fix: restore "
+        f"{checksum_path(path).name} beside it (copy hidden files too: `cp -a`, `rsync -a`), or "
+        f"{rematerialize_hint(path).removeprefix('Fix: ')}, or read it unverified with {UNVERIFIED_FLAG} "
+        "(report, export)")
+
+
+def read_bytes_verified(path: UPath, *, expected: RecordedHash | None = None) -> bytes:
+    """A warehouse file's bytes, checked against its sidecar or, without one, the recorded content_sha256
+    (`verify_content`)."""
     try:
         content = path.read_bytes()
     except OSError as exc:
         raise WarehouseError(f"{path}: cannot be read ({exc}). {rematerialize_hint(path)}") from None
-    expected = recorded_sha256(path)
-    if expected is not None and hashlib.sha256(content).hexdigest() != expected:
-        raise WarehouseError(f"{path}: its content does not match the sha256 recorded when it was written "
-                             f"({checksum_path(path).name}): the file is corrupt or was changed since. "
-                             f"{rematerialize_hint(path)}")
+    verify_content(path, content, expected=expected)
     return content
 
 
@@ -114,10 +211,10 @@ def _nested(field_type: pa.DataType) -> bool:
         pa.types.is_large_list(field_type)
 
 
-def read_table(path: UPath) -> pd.DataFrame:
+def read_table(path: UPath, *, expected: RecordedHash | None = None) -> pd.DataFrame:
     """Read one partition, verified (its sha256, then every page's checksum); nested columns come back as Python
     lists and dicts, not numpy arrays. A corrupt or truncated file is an error naming it and the fix."""
-    content = read_bytes_verified(path)
+    content = read_bytes_verified(path, expected=expected)
     try:  # a damaged file may fail in the footer, a page, or only when a name or value is decoded
         return table_frame(pq.read_table(pa.BufferReader(content), page_checksum_verification=True))
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -134,13 +231,15 @@ def table_frame(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-def read_partitions(paths: list[UPath]) -> tuple[pd.DataFrame, list[str]]:
-    """Concatenate the partitions that exist; also return the ones that do not."""
+def read_partitions(paths: list[UPath], expected: dict[str, RecordedHash] | None = None,
+                    ) -> tuple[pd.DataFrame, list[str]]:
+    """Concatenate the partitions that exist (each checked, with `expected[str(path)]` when its sidecar is
+    missing); also return the ones that do not."""
     frames: list[pd.DataFrame] = []
     missing: list[str] = []
     for path in paths:
         if path.exists():
-            frames.append(read_table(path))
+            frames.append(read_table(path, expected=(expected or {}).get(str(path))))
         else:
             missing.append(str(path))
     frames = [f for f in frames if len(f)]

@@ -1,6 +1,12 @@
 """The command line: user errors are one clear line and exit code 2, never a traceback."""
 
 import os
+import re
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
 from sim_pipeline.cli import main
 from sim_pipeline.definitions import domain_names
@@ -183,3 +189,92 @@ def test_policies_sync_registers_nothing_when_the_registry_has_an_error(tmp_path
         assert instance.get_dynamic_partitions("it_helpdesk_policy_version") == []
         assert not [name for name in ("../../etc_policy_version", "etc_policy_version")
                     if instance.get_dynamic_partitions(name)]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """One small real run (retail, agent-v1, seed 0): its warehouse and the Dagster home that recorded it."""
+    root = tmp_path_factory.mktemp("small_run")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        patch.chdir(root)  # the model cache goes to data/cache under the working directory
+        assert main(["run", "--domain", "retail", "--versions", "agent-v1", "--seed", "0", "--situations", "30",
+                     "--samples", "1", "--heldout-samples", "2", "--warehouse", str(root / "warehouse"),
+                     "--allow-failed-checks"]) == 0
+    return root / "warehouse", root / "dagster_home"
+
+
+def _copied(small_run, tmp_path):
+    """The run's warehouse copied as `cp -r` would (sidecars included), and its scores file."""
+    from sim_pipeline import warehouse
+
+    base = tmp_path / "warehouse"
+    shutil.copytree(small_run[0], base)
+    return base, warehouse.partition_path(base, "retail", "scores", policy_version="agent-v1", seed="0")
+
+
+def _rewritten(path, value=0.99):
+    """pass@1 rewritten as an editor of the file would, and its sidecar deleted (`cp *.parquet`, `rsync
+    --exclude='.*'`)."""
+    from sim_pipeline import warehouse
+
+    table = pq.read_table(path).to_pandas()
+    table.loc[table["metric"] == "pass@1", "value"] = value
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), path)
+    warehouse.checksum_path(path).unlink(missing_ok=True)
+
+
+def _pass_at_1(out):
+    return re.search(r"agent-v1 .* held-out pass@1 (\d\.\d{3})", out).group(1)
+
+
+def test_report_refuses_scores_rewritten_without_their_sidecar(small_run, tmp_path, monkeypatch, capsys):
+    base, scores = _copied(small_run, tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "another_home"))  # an instance that knows nothing of it
+    assert main(["report", "--warehouse", str(base)]) == 0
+    clean = _pass_at_1(capsys.readouterr().out)
+    _rewritten(scores)
+    assert main(["report", "--warehouse", str(base)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no partial summary
+    assert captured.err.startswith(f"error: {scores}: cannot be verified: its sidecar .seed=0.parquet.sha256 is "
+                                   "missing") and captured.err.count("\n") == 1
+    assert "Fix: restore .seed=0.parquet.sha256 beside it" in captured.err and "--allow-unverified" in captured.err
+    assert "0.990" not in captured.err and clean != "0.990"
+
+
+def test_report_checks_a_file_without_its_sidecar_against_the_instance_that_materialized_it(
+        small_run, tmp_path, monkeypatch, capsys):
+    from sim_pipeline import warehouse
+
+    base, scores = _copied(small_run, tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(small_run[1]))
+    assert main(["report", "--warehouse", str(base)]) == 0
+    clean = _pass_at_1(capsys.readouterr().out)
+    warehouse.checksum_path(scores).unlink()  # the clean file, copied without its sidecar
+    assert main(["report", "--warehouse", str(base)]) == 0
+    assert _pass_at_1(capsys.readouterr().out) == clean
+    _rewritten(scores)
+    for extra in ([], ["--allow-unverified"]):  # a file the instance's record contradicts is never read
+        assert main(["report", "--warehouse", str(base), *extra]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith(f"error: {scores}: its content (sha256 ")
+        assert f"recorded by the Dagster instance at {small_run[1]} for retail/scores partition agent-v1|0 (run " in \
+            captured.err
+        assert "Fix: rematerialize retail/scores for policy_version=agent-v1, seed=0" in captured.err
+
+
+def test_allow_unverified_reads_a_file_no_record_vouches_for_and_says_so_loudly(small_run, tmp_path, monkeypatch,
+                                                                                 capsys):
+    from sim_pipeline import cli, warehouse
+
+    assert cli.UNVERIFIED_FLAG == warehouse.UNVERIFIED_FLAG == "--allow-unverified"  # the flag refusals name
+    base, scores = _copied(small_run, tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "another_home"))
+    _rewritten(scores)
+    assert main(["report", "--warehouse", str(base), "--allow-unverified"]) == 0
+    captured = capsys.readouterr()
+    assert _pass_at_1(captured.out) == "0.990"  # read as asked, and
+    assert captured.err == f"WARNING: UNVERIFIED READ of {scores}: its sidecar .seed=0.parquet.sha256 is missing and " \
+        "no content_sha256 was recorded for it; --allow-unverified was given, so it is read as is and anything " \
+        "printed from it may have been changed since it was written\n"

@@ -90,9 +90,68 @@ def test_a_truncated_file_names_itself_even_without_its_checksum(tmp_path):
     path = _written(tmp_path)
     warehouse.checksum_path(path).unlink()  # as an older release or another tool would have left it
     path.write_bytes(path.read_bytes()[:40])
-    with pytest.raises(WarehouseError, match="not a readable Parquet file") as error:
+    with warehouse.verifying(allow_unverified=True, warn=[].append), \
+            pytest.raises(WarehouseError, match="not a readable Parquet file") as error:
         warehouse.read_table(path)
     assert str(path) in str(error.value) and "<Buffer>" not in str(error.value)
+
+
+def test_a_file_without_its_sidecar_and_no_record_is_refused_naming_it_and_the_fixes(tmp_path):
+    path = _written(tmp_path)
+    warehouse.checksum_path(path).unlink()  # `cp *.parquet` or `rsync --exclude='.*'` leave the sidecar behind
+    with pytest.raises(WarehouseError) as error:
+        warehouse.read_table(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: cannot be verified: its sidecar .seed=0.parquet.sha256 is missing")
+    assert "Fix: restore .seed=0.parquet.sha256 beside it" in message
+    assert "rematerialize retail/grades for policy_version=agent-v1, seed=0" in message
+    assert "--allow-unverified" in message
+    with warehouse.verifying(lambda _: None, consulted="the Dagster instance at /x"), pytest.raises(WarehouseError) \
+            as error:
+        warehouse.read_table(path)
+    assert "the Dagster instance at /x holds no content_sha256 for it" in str(error.value)
+
+
+def test_a_file_without_its_sidecar_is_checked_against_the_recorded_hash(tmp_path):
+    path = _written(tmp_path)
+    sha256 = warehouse.recorded_sha256(path)
+    warehouse.checksum_path(path).unlink()
+    recorded = warehouse.RecordedHash(sha256, "the test's record")
+    asked = []
+
+    def lookup(p):
+        asked.append(str(p))
+        return recorded
+
+    with warehouse.verifying(lookup):
+        assert len(warehouse.read_table(path)) == 50  # the clean file reads
+        assert asked == [str(path)]
+        table = warehouse.read_table(path).assign(reward=0.99)
+        warehouse.write_table(path, table, checksum_file=False)  # rewritten, still without a sidecar
+        with pytest.raises(WarehouseError, match=r"does not match content_sha256 .* recorded by the test's record "
+                                                 r"\(its sidecar .seed=0.parquet.sha256 is missing\)") as error:
+            warehouse.read_table(path)
+    assert str(error.value).startswith(str(path)) and "Fix: rematerialize retail/grades" in str(error.value)
+    # A sidecar, when present, is what the file is checked against; the lookup is not asked.
+    warehouse.write_table(path, table)
+    before = len(asked)
+    with warehouse.verifying(lookup):
+        assert warehouse.read_table(path)["reward"].eq(0.99).all() and len(asked) == before
+
+
+def test_allow_unverified_reads_a_file_no_record_vouches_for_with_a_loud_warning(tmp_path):
+    path = _written(tmp_path)
+    warehouse.checksum_path(path).unlink()
+    warned = []
+    with warehouse.verifying(lambda _: None, allow_unverified=True, warn=warned.append):
+        assert len(warehouse.read_table(path)) == 50
+    assert warned == [warehouse.unverified_warning(path)] and warned[0].startswith(f"WARNING: UNVERIFIED READ of {path}")
+    # Allowing unverified reads does not let a file through that a recorded hash contradicts.
+    with warehouse.verifying(lambda _: warehouse.RecordedHash("0" * 64, "a record"), allow_unverified=True,
+                             warn=warned.append), pytest.raises(WarehouseError, match="does not match content_sha256"):
+        warehouse.read_table(path)
+    with pytest.raises(WarehouseError, match="cannot be verified"):  # the setting ends with its block
+        warehouse.read_table(path)
 
 
 def test_report_on_a_corrupt_partition_is_one_clear_line(tmp_path, capsys, monkeypatch):

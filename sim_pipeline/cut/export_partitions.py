@@ -72,8 +72,10 @@ def export_warehouse(request: ExportRequest) -> ExportReport:
     partitions = _partitions(request, _versions(request), cuts)
     files: list[ExportedFile] = []
     refused: list[Refusal] = []
-    for version, seed in partitions:
-        tables = {name: _read(request, name, version.slug, seed) for name in (*cuts, *_inputs(cuts))}
+    # Every partition is read (and verified) before anything is written: a refused file leaves no partial export.
+    read = [(version, seed, {name: _read(request, name, version.slug, seed) for name in (*cuts, *_inputs(cuts))})
+            for version, seed in partitions]
+    for version, seed, tables in read:
         out_dir = os.path.join(
             request.out, request.domain, request.format, f"policy_version={version.slug}", f"seed={seed}"
         )

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
 import dagster as dg
 import pandas as pd
 import pyarrow as pa
 from upath import UPath
 
 from sim_pipeline import warehouse
-from sim_pipeline.defs.partitions import split_key
+from sim_pipeline.defs.partitions import partition_key, split_key
 
 
 def _parts(context: dg.OutputContext | dg.InputContext, key: str | dg.MultiPartitionKey | None) -> dict[str, str]:
@@ -31,20 +34,66 @@ READS_AVAILABLE_PARTITIONS = "sim_pipeline/reads_available_partitions"
 CONTENT_SHA256 = "content_sha256"
 
 
-def _check_materialized_content(context: dg.InputContext, key: str | None, path: UPath) -> None:
-    """Refuse a file that is not the one this instance materialized (changed, swapped or restored since)."""
-    records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[str(key)] if key is not None else None),
+def _latest_materialization(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str | None):
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition] if partition is not None else None),
         limit=1).records
-    entry = records[0].asset_materialization.metadata.get(CONTENT_SHA256) if records else None
-    if entry is None or not path.exists():  # materialized elsewhere, or before hashes were recorded
-        return
-    found = warehouse.recorded_sha256(path)
-    if found != entry.value:
+    return records[0] if records else None
+
+
+def _instance_name(instance: dg.DagsterInstance) -> str:
+    root = getattr(instance, "root_directory", None)
+    return f"the Dagster instance at {root}" if root else "this Dagster instance"
+
+
+def materialized_sha256(instance: dg.DagsterInstance, asset_key: dg.AssetKey,
+                        partition: str | None) -> warehouse.RecordedHash | None:
+    """The content_sha256 the latest materialization of an asset partition recorded, or None (never materialized
+    here, or before hashes were recorded)."""
+    record = _latest_materialization(instance, asset_key, partition)
+    entry = record.asset_materialization.metadata.get(CONTENT_SHA256) if record else None
+    if record is None or entry is None or not entry.value:
+        return None
+    asset = "/".join(asset_key.path) + (f" partition {partition}" if partition is not None else "")
+    return warehouse.RecordedHash(str(entry.value), f"{_instance_name(instance)} for {asset} (run "
+                                                    f"{record.run_id[:8]}, field {CONTENT_SHA256})")
+
+
+def path_partition(path: UPath) -> tuple[dg.AssetKey, str | None]:
+    """The asset key and partition key a warehouse path holds."""
+    domain, asset, parts = warehouse.path_parts(path)
+    version, seed = parts.get("policy_version"), parts.get("seed")
+    key = str(partition_key(version, seed)) if version is not None and seed is not None else (version or seed)
+    return dg.AssetKey([domain, asset]), key
+
+
+def instance_lookup(instance: dg.DagsterInstance) -> warehouse.HashLookup:
+    """For `warehouse.verifying`: a warehouse path -> the content_sha256 this instance recorded for it."""
+    return lambda path: materialized_sha256(instance, *path_partition(path))
+
+
+def verifying_with(instance: dg.DagsterInstance, *, allow_unverified: bool = False,
+                   warn: Callable[[str], None] | None = None) -> AbstractContextManager[warehouse.Verification]:
+    """`warehouse.verifying` with this instance's recorded content_sha256 as the record for files without a
+    sidecar."""
+    return warehouse.verifying(instance_lookup(instance), allow_unverified=allow_unverified, warn=warn,
+                               consulted=_instance_name(instance))
+
+
+def _check_materialized_content(context: dg.InputContext, key: str | None,
+                                path: UPath) -> warehouse.RecordedHash | None:
+    """Refuse a file that is not the one this instance materialized (its sidecar names another content); return
+    the recorded hash, which a file without a sidecar is checked against when read."""
+    recorded = materialized_sha256(context.instance, context.asset_key, str(key) if key is not None else None)
+    found = warehouse.recorded_sha256(path) if path.exists() else None
+    if recorded is None or found is None:  # materialized elsewhere or before hashes; or no sidecar: read checks it
+        return recorded
+    if found != recorded.sha256:
         asset = "/".join(context.asset_key.path)
-        raise dg.Failure(f"input '{asset}' partition {key}: {path} is not the file run {records[0].run_id[:8]} "
-                         f"materialized (sha256 {str(found)[:12]}..., recorded {str(entry.value)[:12]}...). "
+        raise dg.Failure(f"input '{asset}' partition {key}: {path} is not the file {recorded.source} names "
+                         f"(sha256 {found[:12]}..., recorded {recorded.sha256[:12]}...). "
                          f"{warehouse.rematerialize_hint(path)}")
+    return recorded
 
 
 class ParquetIOManager(dg.ConfigurableIOManager):
@@ -66,14 +115,12 @@ class ParquetIOManager(dg.ConfigurableIOManager):
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         if not context.has_asset_partitions:
             path = self._path(context, None)
-            _check_materialized_content(context, None, path)
-            return warehouse.read_table(path)
+            return warehouse.read_table(path, expected=_check_materialized_content(context, None, path))
         keys = list(context.asset_partition_keys)
         paths = [self._path(context, k) for k in keys]
-        for key, path in zip(keys, paths):
-            if path.exists():
-                _check_materialized_content(context, key, path)
-        frame, missing = warehouse.read_partitions(paths)
+        expected = {str(path): recorded for key, path in zip(keys, paths)
+                    if path.exists() and (recorded := _check_materialized_content(context, key, path))}
+        frame, missing = warehouse.read_partitions(paths, expected)
         if missing and not (context.definition_metadata or {}).get(READS_AVAILABLE_PARTITIONS):
             # An empty or partial table passed on would fail far downstream with a KeyError, or score less data.
             asset = "/".join(context.asset_key.path)

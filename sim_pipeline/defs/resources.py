@@ -8,8 +8,10 @@ from typing import Any, TypeVar
 
 import dagster as dg
 import pandas as pd
+from pydantic import PrivateAttr
 
 from sim_pipeline import defaults, warehouse
+from sim_pipeline.defs.io import materialized_sha256, path_partition
 from sim_pipeline.errors import RegistryError
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.models.model_config import PROVIDER_KEY_VARIABLES, ModelConfig
@@ -83,11 +85,21 @@ class WarehouseResource(dg.ConfigurableResource):
     """Reads materialized partitions directly (e.g. a baseline's grades, which an asset cannot take as a 2nd input)."""
 
     base_path: str = "data/warehouse"
+    _instance: dg.DagsterInstance | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Keep the run's instance: a file without its sidecar is checked against the content_sha256 it recorded."""
+        self._instance = context.instance
 
     def read_one(self, domain: str, asset: str, **parts: str) -> pd.DataFrame | None:
-        """One materialized partition, or None when it does not exist yet."""
+        """One materialized partition (checked against its sidecar or, without one, the instance's recorded
+        content_sha256), or None when it does not exist yet."""
         path = warehouse.partition_path(self.base_path, domain, asset, **parts)
-        return warehouse.read_table(path) if path.exists() else None
+        if not path.exists():
+            return None
+        expected = materialized_sha256(self._instance, *path_partition(path)) if self._instance is not None and \
+            warehouse.recorded_sha256(path) is None else None
+        return warehouse.read_table(path, expected=expected)
 
     def sha256_one(self, domain: str, asset: str, **parts: str) -> str | None:
         """The sha256 recorded when a partition's file was written (its provenance), or None without one."""

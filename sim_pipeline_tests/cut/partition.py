@@ -3,20 +3,21 @@
 from pathlib import Path
 
 import pandas as pd
-from upath import UPath
+import pyarrow.parquet as pq
 
 from sim_pipeline.cut.cuts import build_cut
 from sim_pipeline.domain import load_domain
 from sim_pipeline.situation import Situation
-from sim_pipeline.warehouse import read_table
+from sim_pipeline.warehouse import table_frame
 
 DATA = Path(__file__).parent / "data"
 TOOLS = load_domain("retail").tool_schemas
 
 
 def table(step: str) -> pd.DataFrame:
-    """One stored table of the partition: rollouts, grades or situations."""
-    return read_table(UPath(DATA / f"retail_agent-v1_seed0_{step}.parquet"))
+    """One stored table of the partition: rollouts, grades or situations (test data kept in the repository, not a
+    warehouse file: no sidecar or instance vouches for it, git does)."""
+    return table_frame(pq.read_table(DATA / f"retail_agent-v1_seed0_{step}.parquet", page_checksum_verification=True))
 
 
 def situations() -> list[Situation]:

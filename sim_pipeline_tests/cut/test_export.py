@@ -17,7 +17,6 @@ import jsonschema
 import pandas as pd
 import pytest
 import yaml
-from upath import UPath
 
 from sim_pipeline.cut.chat_format import OPENAI_KEYS, with_decoded_arguments
 from sim_pipeline.cut.cuts import CUTS, build_cut
@@ -29,9 +28,8 @@ from sim_pipeline.domain import load_domain
 from sim_pipeline.errors import ExportError
 from sim_pipeline.protocol.environment_tools import MESSAGE_USER, MESSAGE_USER_TOOL
 from sim_pipeline.situation import Situation
-from sim_pipeline.warehouse import read_table
+from sim_pipeline_tests.cut.partition import table as stored_table
 
-DATA = Path(__file__).parent / "data"
 TOOLS = load_domain("retail").tool_schemas
 ROLES = {"system", "user", "assistant", "tool"}
 datasets.disable_progress_bars()
@@ -39,8 +37,8 @@ datasets.disable_progress_bars()
 
 @pytest.fixture(scope="module")
 def cuts() -> dict[str, pd.DataFrame]:
-    rollouts = read_table(UPath(DATA / "retail_agent-v1_seed0_rollouts.parquet"))
-    grades = read_table(UPath(DATA / "retail_agent-v1_seed0_grades.parquet"))
+    rollouts = stored_table("rollouts")
+    grades = stored_table("grades")
     return {
         name: build_cut(name, rollouts, grades, tools=TOOLS, judge_trusted=True, opt_out=False).table
         for name in CUTS
@@ -49,7 +47,7 @@ def cuts() -> dict[str, pd.DataFrame]:
 
 @pytest.fixture(scope="module")
 def situations() -> list[Situation]:
-    table = read_table(UPath(DATA / "retail_agent-v1_seed0_situations.parquet"))
+    table = stored_table("situations")
     return [Situation.from_row(r) for r in table.to_dict("records")]
 
 

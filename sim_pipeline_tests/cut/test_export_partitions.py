@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from upath import UPath
 
 from sim_pipeline.cli import main
 from sim_pipeline.cut.cuts import CUTS, build_cut
 from sim_pipeline.cut.export_partitions import ExportRequest, export_warehouse
 from sim_pipeline.domain import load_domain
 from sim_pipeline.errors import ExportError
-from sim_pipeline.warehouse import partition_path, read_table, write_table
+from sim_pipeline.warehouse import checksum_path, partition_path, write_table
+from sim_pipeline_tests.cut.partition import table as stored_table
 
-DATA = Path(__file__).parent / "data"
 VERSION = "agent-v1"
 REGISTRY = {
     "defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
@@ -30,8 +29,8 @@ REGISTRY = {
 
 @pytest.fixture(scope="module")
 def inputs():
-    rollouts = read_table(UPath(DATA / "retail_agent-v1_seed0_rollouts.parquet"))
-    grades = read_table(UPath(DATA / "retail_agent-v1_seed0_grades.parquet"))
+    rollouts = stored_table("rollouts")
+    grades = stored_table("grades")
     tools = load_domain("retail").tool_schemas
     cuts = {
         name: build_cut(name, rollouts, grades, tools=tools, judge_trusted=True, opt_out=False).table
@@ -43,7 +42,7 @@ def inputs():
 def write_partition(warehouse: Path, version: str, rollouts, grades, cuts) -> None:
     """One (version, seed 0) partition of every input the export reads, where the assets write them (the
     situations file holds the grid's and the search's situations: here all in the seed's table, none in search)."""
-    situations = read_table(UPath(DATA / "retail_agent-v1_seed0_situations.parquet"))
+    situations = stored_table("situations")
     write_table(partition_path(warehouse, "retail", "situations", seed=0), situations)
     for asset, table in {"rollouts": rollouts, "grades": grades, "search": situations.iloc[:0], **cuts}.items():
         write_table(partition_path(warehouse, "retail", asset, policy_version=version, seed=0), table)
@@ -134,7 +133,8 @@ def test_unknown_versions_and_formats_are_user_errors(tmp_path, warehouse):
         export_warehouse(request(tmp_path, warehouse, "csv"))
 
 
-def test_the_cli_verb_prints_each_file_and_exits_cleanly(tmp_path, warehouse, capsys):
+def test_the_cli_verb_prints_each_file_and_exits_cleanly(tmp_path, warehouse, capsys, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))  # export checks files against its instance
     code = main(
         [
             "export",
@@ -155,7 +155,8 @@ def test_the_cli_verb_prints_each_file_and_exits_cleanly(tmp_path, warehouse, ca
     assert code == 0 and str(path) in printed and path.exists()
 
 
-def test_the_cli_verb_reports_missing_partitions_in_one_line(tmp_path, capsys):
+def test_the_cli_verb_reports_missing_partitions_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     code = main(
         [
             "export",
@@ -173,3 +174,20 @@ def test_the_cli_verb_reports_missing_partitions_in_one_line(tmp_path, capsys):
     assert code == 2 and error.startswith("error: the cut partitions to export are not materialized")
     assert f"sim-pipeline run --domain retail --seed 0 --versions {VERSION}" in error
     assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_verb_refuses_a_file_without_its_sidecar_before_writing_anything(tmp_path, warehouse, inputs, capsys,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))  # an instance with no record of these files
+    write_partition(warehouse, "agent-v2", *inputs)
+    grades = partition_path(warehouse, "retail", "grades", policy_version="agent-v2", seed=0)
+    checksum_path(grades).unlink()  # copied without its sidecar
+    args = ["export", "--format", "trl", "--versions", VERSION, "agent-v2", "--seeds", "0", "--warehouse",
+            str(warehouse), "--out", str(tmp_path / "out")]
+    assert main(args) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {grades}: cannot be verified: its sidecar .seed=0.parquet.sha256 is missing")
+    assert not (tmp_path / "out").exists()  # agent-v1's partition, read first and clean, was not written either
+    assert main([*args, "--allow-unverified"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"WARNING: UNVERIFIED READ of {grades}") and "agent-v2" in captured.out
