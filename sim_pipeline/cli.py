@@ -7,6 +7,7 @@ import atexit
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -356,13 +357,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: user errors print one clear line, never a traceback."""
+    """Entry point: user errors print one clear line, never a traceback; a bug's traceback prints with keys redacted."""
+    from sim_pipeline.redaction import redact
+
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
     except SimPipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return 2
+    except Exception:  # noqa: BLE001 -- a bug: its traceback is printed, but an exception's text may quote a key
+        print(redact(traceback.format_exc()), file=sys.stderr, end="")
+        return 1
 
 
 def program() -> None:

@@ -188,6 +188,11 @@ MAX_CONSECUTIVE_FAILURES = 5  # calls of one model failing every try in a row be
 ENDPOINT_CHECK_TIMEOUT_S = 3.0  # a TCP connect to a local or hosted endpoint takes milliseconds; 3 s is down
 RETRY_AFTER_MAX_S = 60.0  # the longest Retry-After the gateway waits out before a retry (longer: it fails the call)
 SECRET_MIN_LENGTH = 8  # environment values this long or longer are redacted from error texts (shorter ones are not keys)
+SECRET_VARIABLE_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")  # variables named so hold secrets even when no
+# registry names them (OPENAI_API_KEY, HF_TOKEN): their values are redacted too
+SECRET_SHAPE = r"\b(?:sk|ghp|gho|ghs|github_pat|hf|xai|gsk|glpat)[-_][A-Za-z0-9_-]{20,}|\bAIza[0-9A-Za-z_-]{35}"  # a
+# provider key's look (OpenAI/Anthropic sk-, GitHub, Hugging Face, xAI, Groq, GitLab, Google), refused in the registry
+# when its tail also has a digit or mixed case (so a long snake_case name such as hf_hub_download_... is not one)
 MODEL_CACHE_FILE = "model_cache.sqlite"  # response cache (under the warehouse's cache directory)
 
 # --- 06 Grade ------------------------------------------------------------------------------------

@@ -1,8 +1,16 @@
 """The one error family every user-facing failure belongs to."""
 
+from sim_pipeline.redaction import redact
+
 
 class SimPipelineError(Exception):
-    """A failure the user can fix: the message says what is wrong, the value, and the fix."""
+    """A failure the user can fix: the message says what is wrong, the value, and the fix.
+
+    Its message never holds a secret: every key the environment holds is redacted when the error is made, so
+    neither the terminal nor Dagster's event log can show one."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class DomainPackError(SimPipelineError):

@@ -20,7 +20,7 @@ from sim_pipeline import defaults
 from sim_pipeline import domain as packs
 from sim_pipeline.definition_files import load_yaml
 from sim_pipeline.errors import RegistryError
-from sim_pipeline.models.model_config import ModelConfig, model_config
+from sim_pipeline.models.model_config import SECRET_FIX, ModelConfig, model_config, secret_problem
 from sim_pipeline.models.sim_models import PREFIX as SIM_PREFIX
 from sim_pipeline.models.sim_models import serves, sim_model_names
 from sim_pipeline.models.trained_profiles import profile_path, trained_hash
@@ -229,7 +229,21 @@ def _defaults(path: Path, lines: Lines, raw: dict[str, Any]) -> dict[str, Any]:
     for key in sorted(base):
         _text(where, base, key, {"judge_model": defaults.DEFAULT_JUDGE_MODEL, "user_model": defaults.DEFAULT_USER_MODEL}
               .get(key, ""), empty=key == "reply_classifier")
+        _no_secret(f"{where}/{key}", key, base[key])
     return base
+
+
+def _no_secret(where: str, key: str, value: str) -> None:
+    """Refuse a model field or system prompt that holds a key (a secret variable's value, or a key's look)."""
+    problem = secret_problem(value or "")
+    if problem is None:
+        return
+    if key == "system_prompt":
+        raise RegistryError(f"{where}: the prompt {problem}; it is sent to the model and written into every rollout "
+                            f"row. Fix: remove the key from the prompt (a key belongs in an environment variable "
+                            "named by api_key_env of a models: entry, e.g. api_key_env: MY_GATEWAY_KEY)")
+    raise RegistryError(f"{where}: the model string {problem}. {SECRET_FIX}; the model string is only the provider "
+                        "and the model's name (or a models: entry's name), e.g. openai/gpt-4o-mini")
 
 
 def _check_embedded(where: str, model: str) -> None:
@@ -297,6 +311,8 @@ def load_registry(path: Path | str | None = None) -> dict[str, PolicyVersion]:
         validate_slug(slug, where=f"{where}: the version name")
         _check_distinct(path, lines, where, slug, folded.setdefault(folded_name(slug), slug))
         entry = _entry(where, slug, spec, base, order)
+        for key in (*_MODEL_FIELDS, "system_prompt"):
+            _no_secret(_at(path, lines, "policies", str(slug), key), key, getattr(entry, key))
         for key in _MODEL_FIELDS:  # a models: entry's own model was checked with the entry
             if getattr(entry, key) and getattr(entry, key) not in models:
                 _check_embedded(f"{where}/{key}", getattr(entry, key))

@@ -294,3 +294,24 @@ def test_a_loop_version_that_folds_onto_a_registered_one_is_refused_and_nothing_
                                             r"'agent-v1' are one slug .*Fix: rename 'agent-v1' in "):
         write_with_versions(source, out, {"Agent_V1": {"domain": "retail", "model": "sim/agent-v2"}})
     assert not out.parent.exists()  # refused before anything is written
+
+
+SECRET_SHAPED = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t"  # a key's look
+SECRET_VALUE = "gw-Live-7f3c9a51e2d84b6c0a1f"  # known as a secret only as the value of a variable an entry names
+
+
+@pytest.mark.parametrize(("version", "message"), [
+    ({"system_prompt": f"You are the desk. Use key {SECRET_VALUE} for the CRM."},
+     "policies/gw-v1/system_prompt: the prompt holds the value of the secret environment variable MY_GATEWAY_KEY"),
+    ({"system_prompt": f"Your key is {SECRET_SHAPED}."}, "system_prompt: the prompt holds what looks like a key"),
+    ({"judge_model": f"openai/{SECRET_SHAPED}"}, "policies/gw-v1/judge_model: the model string holds what looks like a key"),
+])
+def test_a_key_in_a_version_is_refused_with_the_fix(tmp_path, monkeypatch, version, message):
+    monkeypatch.setenv("MY_GATEWAY_KEY", SECRET_VALUE)
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"models": {"named": {"model": "openai/other", "api_key_env": "MY_GATEWAY_KEY"}},
+                                    "policies": {"gw-v1": {"domain": "retail", "model": "named", **version}}}))
+    with pytest.raises(RegistryError, match=message) as error:
+        load_registry(path)
+    assert SECRET_VALUE not in str(error.value) and SECRET_SHAPED not in str(error.value)
+    assert "api_key_env" in str(error.value)

@@ -29,6 +29,7 @@ from sim_pipeline.defs.automation import (
 from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
 from sim_pipeline.defs.resources import replaced
 from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
+from sim_pipeline.redaction import redact
 
 # Where a `sim-pipeline run` run executes: its process, so a later command can tell a killed run from a live one.
 PID_TAG = "sim_pipeline/pid"
@@ -135,7 +136,7 @@ def _runner(instance: dg.DagsterInstance, jobs: dg.Definitions, outcomes: list[R
                 error = event.event_specific_data.error
                 while error.cause is not None:  # the engine's own message, not Dagster's "error in op" wrapper
                     error = error.cause
-                log(f"    {event.step_key} failed: {error.message.strip()[:600]}")
+                log(redact(f"    {event.step_key} failed: {error.message.strip()}")[:600])
         outcomes.append(RunOutcome(label, result.success, result.run_id))
         if not result.success and not failed:
             log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")

@@ -58,7 +58,7 @@ async def call_agent(model: str, messages: list[dict[str, Any]], tools: list[dic
     except ModelCallError:
         raise
     except Exception as exc:  # the user's code failed on this request: a row status, not a crashed run
-        raise ProviderError(redact(f"{model} raised {type(exc).__name__}: {exc}"[:300])) from exc
+        raise ProviderError(redact(f"{model} raised {type(exc).__name__}: {exc}")[:300]) from exc
     if not isinstance(reply, dict):
         raise ProviderError(f"{model} returned {type(reply).__name__}, not a message dict")
     body = reply.get("message", reply)

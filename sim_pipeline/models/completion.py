@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim_pipeline.protocol.statuses import PROVIDER_ERROR
+from sim_pipeline.redaction import redact
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,10 @@ class ProviderError(Exception):
     """A model call that failed for this request only (after retries): it becomes a row's error status.
 
     `status` says how: `provider_error` (HTTP or connection error, timeout, an exception in a callable agent) or
-    `invalid_response` (the provider answered, but not with a valid completion).
+    `invalid_response` (the provider answered, but not with a valid completion). Its message is redacted (no key of
+    the environment) when it is made: it becomes a row's `error` text.
     """
 
     def __init__(self, message: str, *, status: str = PROVIDER_ERROR) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.status = status

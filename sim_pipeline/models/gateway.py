@@ -5,7 +5,8 @@ timeout, concurrency cap, pass-through parameters and logprobs mode. The gateway
 client retries are off): it retries transient errors with doubling back-off, waits out a Retry-After, halves a
 model's concurrency on rate limits (and recovers), stops the run after MAX_CONSECUTIVE_FAILURES failed calls of one
 model in a row, stops on auth or quota errors with a message naming the environment variable, caches responses,
-and records usage, cost and latency. API keys are passed to litellm per call and never logged.
+and records usage, cost and latency. API keys are passed to litellm per call and never logged; every error text
+the gateway makes is redacted (sim_pipeline/redaction.py), including the registry's api_key_env values.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import functools
 import os
 import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
 from sim_pipeline.models.completion import Completion, ProviderError, Sampling
 from sim_pipeline.models.model_config import ModelConfig, key_variable
 from sim_pipeline.protocol.statuses import INVALID_RESPONSE
+from sim_pipeline.redaction import name_secret_variables, redact
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -137,14 +139,6 @@ def retry_after(exc: Exception) -> float | None:
         return None
 
 
-def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
-    """Text with the given keys and every provider key of the environment (`*_API_KEY`) replaced by [redacted]."""
-    for secret in [*known, *(v for k, v in os.environ.items() if k.endswith("_API_KEY") and v)]:
-        if len(secret) >= defaults.SECRET_MIN_LENGTH:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
 def _message_dict(message: Any) -> dict[str, Any]:
     calls = getattr(message, "tool_calls", None) or []
     return {
@@ -170,6 +164,7 @@ class Gateway:
         self.fast_path = fast_path
         self.models = dict(models or {})
         self._api_keys = dict(api_keys or {})
+        name_secret_variables(c.api_key_env for c in self.models.values())
         self._limiters: dict[tuple[str, int], _Limiter] = {}
         # The circuit breaker, per model name: calls are numbered as they start; a failed call counts while no call
         # started after it has succeeded (so slow failures finishing last do not look like an outage).
@@ -195,7 +190,7 @@ class Gateway:
 
     def redact(self, text: str) -> str:
         """Text with every known secret replaced: error messages may echo a request, keys must not reach rows."""
-        return redact_secrets(text, self._api_keys.values())
+        return redact(text, self._api_keys.values())
 
     async def complete(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        sampling: Sampling = Sampling(), sample_index: int = 0, logprobs: bool = True,
@@ -321,17 +316,21 @@ class Gateway:
                     litellm.InternalServerError) as exc:
                 last = exc
             except (litellm.BadRequestError, litellm.NotFoundError) as exc:
-                raise ProviderError(self.redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
+                raise ProviderError(self.redact(f"{type(exc).__name__}: {exc}")[:300]) from None
             except litellm.APIError as exc:
                 # Any other status litellm does not map (an OpenAI-compatible 403 arrives as a bare APIError).
                 if getattr(exc, "status_code", None) in (401, 403):
                     raise ModelCallError(self._auth_message(config, exc)) from None
-                raise ProviderError(self.redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
+                raise ProviderError(self.redact(f"{type(exc).__name__}: {exc}")[:300]) from None
+            except (ModelCallError, ProviderError):
+                raise  # the gateway's own: already redacted, and an invalid response keeps its status
+            except Exception as exc:  # noqa: BLE001 -- an error litellm does not map may quote the request (its key)
+                raise ProviderError(self.redact(f"{type(exc).__name__}: {exc}")[:300]) from None
             if attempt + 1 < defaults.GATEWAY_TRIES:
                 self.retries += 1
                 await asyncio.sleep(wait)
                 delay *= 2
-        raise ProviderError(self.redact(f"{type(last).__name__} after {defaults.GATEWAY_TRIES} tries: {str(last)[:300]}"))
+        raise ProviderError(self.redact(f"{type(last).__name__} after {defaults.GATEWAY_TRIES} tries: {last}")[:300])
 
     async def _in_process(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                           sampling: Sampling) -> Completion:
@@ -357,6 +356,7 @@ class Gateway:
     def api_key(self, config: ModelConfig) -> str | None:
         """The key for a config: its `api_key_env` variable, else the provider's key the resource was given."""
         if config.api_key_env:
+            name_secret_variables([config.api_key_env])  # a config made without the registry: still a secret
             value = os.environ.get(config.api_key_env)
             if not value:
                 raise ModelCallError(f"model '{config.name}': the environment variable {config.api_key_env} "
@@ -390,7 +390,7 @@ class Gateway:
                 token_lps = [float(t.logprob) for t in choice.logprobs.content]
                 tokens = [str(t.token) for t in choice.logprobs.content]
         except (AttributeError, IndexError, TypeError, ValueError) as exc:
-            raise ProviderError(self.redact(f"{model} sent no valid completion ({type(exc).__name__}: {exc})"[:300]),
+            raise ProviderError(self.redact(f"{model} sent no valid completion ({type(exc).__name__}: {exc})")[:300],
                                 status=INVALID_RESPONSE) from None
         extra = getattr(choice.message, "provider_specific_fields", None) or {}
         usage = getattr(response, "usage", None)

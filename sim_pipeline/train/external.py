@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import SimPipelineError
-from sim_pipeline.models.gateway import redact_secrets
+from sim_pipeline.redaction import redact
 from sim_pipeline.registry import TrainerSpec
 
 _MODEL_LINE_MAX = 300  # a model string is short; a longer last line is output, not a model
@@ -44,14 +44,14 @@ def run_trainer(spec: TrainerSpec, *, export_dir: Path, method: str, source_mode
         raise TrainerError(f"trainer {' '.join(spec.command)} ran past its {spec.timeout_s:g} s timeout on the {method} "
                            "export. Fix: raise trainer/timeout_s, or make the trainer return sooner") from None
     if done.returncode != 0:
-        tail = redact_secrets(done.stderr.strip()[-defaults.TRAINER_OUTPUT_TAIL:])
+        tail = redact(done.stderr.strip())[-defaults.TRAINER_OUTPUT_TAIL:]
         raise TrainerError(f"trainer {' '.join(spec.command)} exited with status {done.returncode} on the {method} "
                            f"export ({export_dir}):\n{tail}\nFix: run the same command by hand on that directory")
     lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
     model = lines[-1] if lines else ""
     if not model or len(model) > _MODEL_LINE_MAX or any(c.isspace() for c in model) or (
             "/" not in model and not model.startswith("python:")):
-        raise TrainerError(f"trainer {' '.join(spec.command)} printed no model string last (got {redact_secrets(model)[:80]!r})"
+        raise TrainerError(f"trainer {' '.join(spec.command)} printed no model string last (got {redact(model)[:80]!r})"
                            ". Fix: print the trained model, e.g. hosted_vllm/my-agent-sft or python:pkg.mod:respond, "
                            "as the last line of stdout")
     return model
