@@ -45,10 +45,10 @@ def validated_constraints(domain: Domain) -> tuple[dict[str, str], ...]:
 def stress_rows(domain: Domain, constraints: tuple[dict[str, str], ...] = ()) -> list[dict[str, str]]:
     """Cells the plan must include so that every structured rule meets a tool it binds in at least
     `RULE_STRESS_MIN_CELLS` situations a seed, where it is put under stress (a pairwise plan pairs a rule with one of
-    its tools about once); and, for a predicate (a kind whose `predicate` is set: expressions), as many where it holds and the write is
-    expected: a clean world, the tool answering, no rule under stress (pairwise plans put most cells of a tool on a
-    fault, so the side where the predicate lets the write through would otherwise come up once or twice). Each differs
-    by stance, and none is a combination the constraints forbid."""
+    its tools about once); and, for a predicate (a kind whose `predicate` is set: expressions), as many where it holds
+    and the write is expected: a clean world, the tool answering, no rule under stress (pairwise plans put most cells
+    of a tool on a fault, so the side where the predicate lets the write through would otherwise come up once or
+    twice). Each differs by stance, and none is a combination the constraints forbid."""
     stances = axis_values(domain)["stance"]
     rows: list[dict[str, str]] = []
 

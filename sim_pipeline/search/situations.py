@@ -45,11 +45,12 @@ def _intent(domain: Domain, cell: dict[str, str], gen: np.random.Generator) -> T
         return None
     if cell["tool"] == MULTI_TOOL:
         # Needs a lookup first: a write on an entity the user can only name by its lookup field.
-        writers = [t for t in domain.tools if t.writes and (e := bind(domain, t).entity) is not None and e.lookup_by
-                   and not makes_record(t, bind(domain, t))]  # a create names no record to look up
+        bound = {t.name: bind(domain, t) for t in domain.tools}
+        others = [t for t in domain.tools if not makes_record(t, bound[t.name])]  # a create names no record to look up
+        writers = [t for t in others if t.writes and (e := bound[t.name].entity) is not None and e.lookup_by]
         # With no such writer, any tool but a create: the world always lets a create through, so a create planned
         # with a record already acted on (or a twin) would be a situation no agent can pass.
-        others = [t for t in domain.tools if not makes_record(t, bind(domain, t))] or list(domain.tools)
+        others = others or list(domain.tools)
         return _pick(gen, writers) if writers else _pick(gen, others)
     return domain.tool(cell["tool"])
 
