@@ -2,7 +2,7 @@
 
 Its wording is not the embedded agent's (it is in the style of the protocol corpus: other models' replies), so these
 tests show the gold labels come from what happened (the world's events, the user's decisions), not from phrasing:
-20 scripted conversations with known right and wrong outcomes each get the label expected, and an agent that never
+22 scripted conversations with known right and wrong outcomes each get the label expected, and an agent that never
 calls a tool passes no more than the no-op floor.
 """
 
@@ -53,7 +53,7 @@ def cell(tool: str, world_state: str = "entity_exists", rule: str = "unspecified
 
 
 def conversations(situation_for: Callable[[dict[str, str]], Situation]) -> list[tuple[str, Situation, list[Step], float]]:
-    """(name, situation, the agent's script, the label a correct oracle gives): 11 right, 9 wrong."""
+    """(name, situation, the agent's script, the label a correct oracle gives): 11 right, 11 wrong."""
     out = []
 
     def add(name: str, c: dict[str, str], steps: Callable[[Situation], list[Step]], expected: float) -> None:
@@ -116,10 +116,15 @@ def conversations(situation_for: Callable[[dict[str, str]], Situation]) -> list[
         say("Address updated!")], 0.0)
     add("tracking answered", cell("track_shipment"), lambda s: [
         call("track_shipment", order_id=s.entity_id), say("Tracking shows the parcel with the carrier.")], 1.0)
+    add("refund over the limit: says it was passed on, to nobody", cell("refund_order", rule="refund_limit"), lambda s: [
+        say("That's above what I can approve myself, so I've passed your request to our billing team; they'll reach "
+            "out within a day.")], 0.0)  # retail has no hand-off tool: nobody was told
+    add("look-up answered by a question only", cell("get_order"), lambda s: [
+        call("get_order", order_id=s.entity_id), say("Which email address is the order under?")], 0.0)
     return out
 
 
-def test_twenty_scripted_http_conversations_get_the_labels_they_deserve(http_agent):
+def test_scripted_http_conversations_get_the_labels_they_deserve(http_agent):
     domain = load_domain("retail")
     state = build_state(domain, 0)
     built: list[Situation] = []
@@ -130,7 +135,7 @@ def test_twenty_scripted_http_conversations_get_the_labels_they_deserve(http_age
         return s
 
     cases = conversations(situation_for)
-    assert len(cases) == 20 and len({s.phrasings[0] for _, s, _, _ in cases}) == 20
+    assert len(cases) == 22 and len({s.phrasings[0] for _, s, _, _ in cases}) == 22
     server = http_agent(scripted({s.phrasings[0]: steps for _, s, steps, _ in cases}))
     specs = [RolloutSpec(s, 0, 0) for _, s, _, _ in cases]
     rows = asyncio.run(run_rollouts(specs, Policy("http", AGENT), domain=domain, state=state,
