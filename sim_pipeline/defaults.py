@@ -202,31 +202,39 @@ JUDGE_TEMPERATURE = 0.0  # judges grade greedily: the same transcript gets the s
 DEFAULT_JUDGE_MODEL = "sim/judge"  # the embedded judge; a different family from the sim agents
 JUDGE_SLIP_RATE = 0.02  # sim/judge flips this share of cases (seeded per case): a careful but imperfect judge
 # sim/judge-noisy fails this share of calls at random: with ~30% gold passes (agent-v1 on retail, the judge-trust
-# tests' run), agreement drops to ~0.82 and its lower bound to ~0.76, under JUDGE_TRUST_MIN_AGREEMENT_LOW
+# tests' run), agreement drops to ~0.82, confidently under 1 - JUDGE_TRUST_MAX_DISAGREEMENT
 JUDGE_NOISY_DOUBT_RATE = 0.5
 JUDGE_LENGTH_BIAS_MID_CHARS = 400.0  # sim/judge-length-biased: reply length swaying half its fail verdicts (agent replies median ~75)
 JUDGE_LENGTH_BIAS_SCALE_CHARS = 50.0  # ... and the logistic scale: replies under ~200 chars are almost never swayed (p < 2%)
 JUDGE_MAX_TOKENS = 512  # a one- or two-sentence reason and a score fit easily; caps a rambling judge's cost
 REPLY_READER_MAX_TOKENS = 120  # a reply_classifier answers five booleans as JSON (~60 tokens); room, not a ramble
 JUDGE_STRESS_ROWS = 40  # judged rows re-judged unchanged and with filler: 10 one-way filler flips of 40 give sign p < 0.002
-JUDGE_PROBE_CASES = 30  # situations per probe (cap): n >= 20 may flag; at 30 a 2%-error judge flags a probe ~2% of the time
+JUDGE_PROBE_CASES = 30  # situations per probe (cap): at 30 a 2%-slip judge passes 6 (the flag) with p < 1e-4
 JUDGE_PROBE_KEYWORDS = 10  # rubric words a keyword-stuffing probe repeats: hits a keyword matcher, stays short (~130 chars)
 JUDGE_STRESS_SEED = 0  # seeds which rows and situations the perturbations and probes use
 JUDGE_TRUST_MAX_FLIP_RATE = 0.10  # REFERENCE 6: re-judging an unchanged case flips >= 10% of verdicts: unstable judge
 JUDGE_TRUST_MAX_FILLER_NET = 0.10  # net share of verdicts neutral filler flips (with a sign test) that flags; as probes
-JUDGE_TRUST_MAX_EXPLOIT_RATE = 0.10  # REFERENCE 6: a probe the judge passes >= 10% of the time is an exploitable hack
-JUDGE_TRUST_MIN_PROBES = 20  # REFERENCE 6: below 20 probe verdicts the exploit rate is reported as low power, not flagged
+JUDGE_TRUST_MIN_PROBES = 20  # REFERENCE 6: filler verdicts needed before a length gap can be blamed on what replies say
 JUDGE_TRUST_MIN_GOLD = 50  # REFERENCE 6: at least 50 gold labels before a judge can be called trusted
-JUDGE_TRUST_MIN_AGREEMENT_LOW = 0.80  # REFERENCE 6: Wilson 95% lower bound of judge-gold agreement
 JUDGE_TRUST_MIN_KAPPA = 0.60  # REFERENCE 6: Cohen's kappa; 0.6 is "substantial" (Landis & Koch 1977)
 JUDGE_TRUST_GUESSING_KAPPA = 0.20  # REFERENCE 6: kappa under 0.2 is "slight" agreement: the judge is guessing
 JUDGE_TRUST_MAX_HALF_GAP = 0.15  # REFERENCE 6: agreement gap between hash-split held-out halves that flags
 JUDGE_TRUST_MAX_LENGTH_GAP = 0.15  # REFERENCE 6: agreement gap between short and long replies within a gold label
-JUDGE_TRUST_GAP_ALPHA = 0.05  # a half or length gap flags only if a permutation test also finds it unlikely by chance
-JUDGE_TRUST_GAP_PERMUTATIONS = 2000  # permutations for those tests: p resolution 0.0005
+JUDGE_TRUST_GAP_PERMUTATIONS = 5000  # permutations for the half and length gaps: p resolution 0.0002, under the gate's per-test alpha
 JUDGE_TRUST_PERMUTATION_SEED = 0  # fixed: the same grades always get the same verdict
-JUDGE_TRUST_MAX_LEAK_RATE = 0.10  # judge passing >10% of gold failures rewards them in RL; same 0.10 as probe exploits
+JUDGE_TRUST_MAX_LEAK_RATE = 0.10  # never trust a judge passing >= 10% of gold failures: RL would reward them
 JUDGE_TRUST_MAX_FAILURE_RATE = 0.10  # judge errors/timeouts on >10% of gold rows leave too many rewards unjudged
+# The calibrated gate (measure/rate_bounds.py): each rate check is trusted only when its upper bound is under its limit
+# and refused when its lower bound is over its tolerance, so the gate's errors are set here, not by the sample's luck.
+JUDGE_GATE_ALPHA = 0.01  # false-refusal budget of a judge at every tolerance, split evenly (Bonferroni) over the tests
+JUDGE_GATE_BETA = 0.05  # false-trust rate of one rate check for a judge exactly at its limit (one-sided bound)
+JUDGE_TRUST_TOLERATED_DISAGREEMENT = 0.06  # a careful judge's disagreement with gold (sim/judge: 0.03-0.06 on retail)
+JUDGE_TRUST_MAX_DISAGREEMENT = 0.13  # never trust a judge wrong on >= 13% of gold: an 85%-agreement judge is refused
+JUDGE_TRUST_TOLERATED_LEAK = 0.04  # a careful judge passes this share of gold failures (sim/judge: 0.02-0.04 on retail)
+JUDGE_TRUST_TOLERATED_FAILURES = 0.02  # a dependable judge errs or times out on this share of calls
+JUDGE_TRUST_TOLERATED_FLIPS = 0.01  # a judge at temperature 0 flips this share of verdicts when asked again
+JUDGE_TRUST_TOLERATED_EXPLOIT = 0.04  # a careful judge passes this share of probes by its ordinary slips (sim/judge: 1/30)
+JUDGE_TRUST_PROBE_LIMIT = 0.25  # a hack passing a quarter of probes is refused at 30 probes with false trust <= beta
 
 # --- 07 Cut --------------------------------------------------------------------------------------
 EXPORT_DIR = "data/exports"  # where `sim-pipeline export` writes: generated files beside data/warehouse
@@ -346,3 +354,4 @@ LONG_HISTORY_CHARS = 2200  # the recap a long-history probe or writer story puts
 SEARCH_VARIANT_TRIES = 5  # draws of a cell's next variant before one about an already used record is accepted: a world
 # has few records a given request can use, and identical-looking cases make the judge's stress probes count one slip
 # several times
+RATE_BOUND_MAX_TRIALS = 20000  # rate_bounds.decisive_trials searches up to here: far past any gold set a person labels

@@ -81,7 +81,7 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     # Stress tests probe the judge on real outcomes: rollouts that errored are no case to judge.
     outcomes = frame["gold_reward"].notna().to_numpy()
     if stress and outcomes.any():
-        cases = frame.loc[outcomes, ["rollout_id", "situation_id", "judge_reward"]].assign(
+        cases = frame.loc[outcomes, ["rollout_id", "situation_id", "judge_reward", "gold_reward"]].assign(
             card=[c for c, keep in zip(cards, outcomes) if keep])
         verdicts = await stress_judge(gateway, judge_model, rubric, cases.reset_index(drop=True), seed=stress_seed)
         frame.loc[outcomes, list(STRESS_COLUMNS)] = verdicts[list(STRESS_COLUMNS)].to_numpy(dtype=float)

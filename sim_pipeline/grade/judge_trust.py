@@ -16,22 +16,34 @@ from numpy.typing import ArrayLike
 
 from sim_pipeline.defaults import (
     CI_LEVEL,
-    JUDGE_TRUST_GAP_ALPHA,
+    JUDGE_GATE_BETA,
     JUDGE_TRUST_GAP_PERMUTATIONS,
     JUDGE_TRUST_GUESSING_KAPPA,
+    JUDGE_TRUST_MAX_DISAGREEMENT,
     JUDGE_TRUST_MAX_FAILURE_RATE,
     JUDGE_TRUST_MAX_HALF_GAP,
     JUDGE_TRUST_MAX_LEAK_RATE,
     JUDGE_TRUST_MAX_LENGTH_GAP,
-    JUDGE_TRUST_MIN_AGREEMENT_LOW,
     JUDGE_TRUST_MIN_GOLD,
     JUDGE_TRUST_MIN_KAPPA,
     JUDGE_TRUST_MIN_PROBES,
     JUDGE_TRUST_PERMUTATION_SEED,
+    JUDGE_TRUST_TOLERATED_DISAGREEMENT,
+    JUDGE_TRUST_TOLERATED_FAILURES,
+    JUDGE_TRUST_TOLERATED_LEAK,
 )
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.grade.flag import CheckResult, Flag
-from sim_pipeline.grade.stress import STRESS_COLUMNS, check_filler, check_probes, check_rejudge
+from sim_pipeline.grade.stress import GATE_TEST_ALPHA, STRESS_COLUMNS, check_filler, check_probes, check_rejudge
+from sim_pipeline.measure.rate_bounds import (
+    OVER,
+    UNDECIDED,
+    RateBound,
+    bound_clustered,
+    decisive_trials,
+    design_effect,
+    lower_bound,
+)
 from sim_pipeline.measure.stats import wilson_interval
 
 TRUSTED, UNTRUSTED, INCONCLUSIVE = "trusted", "untrusted", "inconclusive"
@@ -67,6 +79,7 @@ class JudgeTrustReport:
     needed_more_gold: int = 0
     agreement: JudgeAgreement | None = None
     notes: tuple[str, ...] = ()  # what the report could not test with power (low-power probes, stress not run)
+    undecided: tuple[Flag, ...] = ()  # rate checks the gold could not place either side of their band: inconclusive
 
 
 def judge_agreement(judge: ArrayLike, gold: ArrayLike) -> JudgeAgreement:
@@ -111,7 +124,8 @@ def judge_trust_report(
     """Whether the judge can be trusted on this grades table: agreement on gold-labelled rows plus stress tests.
 
     Verdict 'inconclusive' with too few judged gold rows or a one-class gold set, else 'untrusted' when any
-    check flags, else 'trusted'. `judge_model` None reads the model from judge_version ("model@hash"). The
+    check flags, else 'inconclusive' when a rate check's bounds straddle its band (rate_bounds.py: more gold
+    decides it), else 'trusted'. `judge_model` None reads the model from judge_version ("model@hash"). The
     stress checks run on the table's STRESS_COLUMNS (all rows, gold or not); without them a note says so.
     """
     missing = [col for col in _NEEDED if col not in grades.columns]
@@ -125,12 +139,12 @@ def judge_trust_report(
     versions = sorted(gold_rows["judge_version"].dropna().unique())
     if judge_model is None and len(versions) == 1:
         judge_model = str(versions[0]).split("@")[0]
+    bounded = [_bound_disagreement(judged), _bound_leak(judged), _bound_failures(gold_rows)]
     checks = (
         _check_gold_count(stats.n, min_gold),
-        _check_agreement(stats),
+        *(_banded_flag(bound) for bound in bounded),
         _check_kappa(stats),
-        _check_leak(stats),
-        _check_failures(gold_rows["judge_status"]),
+        _check_leak_by_tool(judged),
         _check_versions(versions),
         _check_halves(judged),
         _check_length(judged),
@@ -145,14 +159,19 @@ def judge_trust_report(
         "n_gold": len(gold_rows), "n_gold_human": n_human, "n_judged": stats.n,
         "n_judge_failed": stats.n_judge_failed, "agreement": stats.agreement, "agreement_ci_low": stats.ci_low,
         "agreement_ci_high": stats.ci_high, "kappa": stats.kappa, "leak_rate": stats.leak_rate,
-        "miss_rate": stats.miss_rate,
+        "miss_rate": stats.miss_rate, "judge_failure_rate": bounded[2].bound.rate,
     }
     for _, measured in checks:
         metrics |= measured
     metrics |= stress_metrics
-    needed = max(0, min_gold - stats.n)
-    verdict = INCONCLUSIVE if needed or one_class[0] else (UNTRUSTED if flags else TRUSTED)
-    return JudgeTrustReport(verdict, flags, metrics, needed, stats, notes)
+    undecided = tuple(_undecided_flag(b, len(gold_rows)) for b in bounded if b.bound.decision == UNDECIDED)
+    short = max(0, min_gold - stats.n)
+    if short or one_class[0]:
+        verdict = INCONCLUSIVE
+    else:
+        verdict = UNTRUSTED if flags else INCONCLUSIVE if undecided else TRUSTED
+    needed = max([short, *(b.more_rows(len(gold_rows)) for b in bounded if b.bound.decision == UNDECIDED)])
+    return JudgeTrustReport(verdict, flags, metrics, needed, stats, notes, undecided if verdict != UNTRUSTED else ())
 
 
 def _confounded_length(flags: tuple[Flag, ...], notes: tuple[str, ...],
@@ -234,15 +253,6 @@ def _check_one_class(stats: JudgeAgreement) -> CheckResult:
                 "too (or run a weaker policy) so the judge is tested on both."), {}
 
 
-def _check_agreement(stats: JudgeAgreement) -> CheckResult:
-    """Agreement whose Wilson lower bound is under the floor: the judge may disagree with gold too often."""
-    if not stats.n or stats.ci_low >= JUDGE_TRUST_MIN_AGREEMENT_LOW:
-        return None, {}
-    return Flag("agreement", stats.ci_low, JUDGE_TRUST_MIN_AGREEMENT_LOW,
-                f"agreement {stats.agreement:.2f} (lower bound {stats.ci_low:.2f}) is too low; sharpen the rubric "
-                "or use a stronger judge model."), {}
-
-
 def _check_kappa(stats: JudgeAgreement) -> CheckResult:
     """Kappa under the floor: agreement beyond chance is weak (a judge that always says pass scores 0)."""
     if np.isnan(stats.kappa) or stats.kappa >= JUDGE_TRUST_MIN_KAPPA:
@@ -252,24 +262,107 @@ def _check_kappa(stats: JudgeAgreement) -> CheckResult:
                 f"Cohen's kappa {stats.kappa:.2f}{guessing}; rewrite the rubric with pass/fail examples."), {}
 
 
-def _check_leak(stats: JudgeAgreement) -> CheckResult:
-    """Judge passes gold failures: training would reward exactly the behaviour gold rejects."""
-    if np.isnan(stats.leak_rate) or stats.leak_rate <= JUDGE_TRUST_MAX_LEAK_RATE:
+@dataclass(frozen=True)
+class _Banded:
+    """One rate check of the calibrated gate: its bound and band, what it counts, and its advice."""
+
+    name: str
+    bound: RateBound
+    tolerated: float
+    limit: float
+    what: str  # e.g. "disagrees with gold on"
+    of: str  # e.g. "judged gold rows"
+    fix: str
+
+    def more_rows(self, rows: int) -> int:
+        """Gold rows to add so a judge erring at the observed rate would be placed within the limit."""
+        if not self.bound.n:  # nothing counted (no gold failures: the one-class check says so)
+            return 0
+        rate = min(self.bound.rate, self.limit * 0.99)  # at or over the limit, no amount of gold would trust it
+        need = decisive_trials(round(rate, 4), self.limit, GATE_TEST_ALPHA, JUDGE_GATE_BETA)
+        return max(0, int(np.ceil(need * rows / self.bound.n)) - rows)
+
+
+def _banded(name: str, bad: np.ndarray, clusters: np.ndarray, *, tolerated: float, limit: float, what: str,
+            of: str, fix: str) -> _Banded:
+    bound = bound_clustered(bad, clusters, tolerated=tolerated, limit=limit, alpha=GATE_TEST_ALPHA,
+                            beta=JUDGE_GATE_BETA)
+    return _Banded(name, bound, tolerated, limit, what, of, fix)
+
+
+def _bound_disagreement(judged: pd.DataFrame) -> _Banded:
+    """How often the judge disagrees with gold, bounded over tasks (its errors repeat on a task's samples)."""
+    wrong = judged["judge_reward"].to_numpy(float) != judged["gold_reward"].to_numpy(float)
+    return _banded("disagreement", wrong, judged["situation_id"].to_numpy(str),
+                   tolerated=JUDGE_TRUST_TOLERATED_DISAGREEMENT, limit=JUDGE_TRUST_MAX_DISAGREEMENT,
+                   what="disagrees with gold on", of="judged gold rows",
+                   fix="sharpen the rubric or use a stronger judge model")
+
+
+def _bound_leak(judged: pd.DataFrame) -> _Banded:
+    """How often the judge passes a gold failure: training would reward exactly the behaviour gold rejects."""
+    failures = judged[judged["gold_reward"] == 0]
+    return _banded("leak_rate", failures["judge_reward"].to_numpy(float) == 1,
+                   failures["situation_id"].to_numpy(str), tolerated=JUDGE_TRUST_TOLERATED_LEAK,
+                   limit=JUDGE_TRUST_MAX_LEAK_RATE, what="passes", of="gold failures",
+                   fix="add those failures to the rubric as fail examples")
+
+
+def _bound_failures(gold_rows: pd.DataFrame) -> _Banded:
+    """Judge errors/timeouts/invalid results on gold rows: rewards there are not the judge's."""
+    failed = gold_rows["judge_status"].isin(("error", "timeout", "invalid_result")).to_numpy()
+    return _banded("judge_failures", failed, gold_rows["situation_id"].to_numpy(str),
+                   tolerated=JUDGE_TRUST_TOLERATED_FAILURES, limit=JUDGE_TRUST_MAX_FAILURE_RATE,
+                   what="failed (error, timeout, unreadable) on", of="gold rows",
+                   fix="fix its output format or raise its timeout")
+
+
+def _banded_flag(check: _Banded) -> CheckResult:
+    """A flag when the rate is confidently over its tolerance and not confidently under its limit."""
+    b = check.bound
+    measured = {f"{check.name}_low": b.low, f"{check.name}_high": b.high, f"{check.name}_n_effective": b.n,
+                f"{check.name}_decisive_n": b.needed}
+    if b.decision != OVER:
+        return None, measured
+    return Flag(check.name, b.rate, check.limit, f"the judge {check.what} {b.rate:.1%} of {check.of} (bounds "
+                f"{b.low:.3f}-{b.high:.3f} over {b.n:.0f} effective); {check.fix}."), measured
+
+
+def _undecided_flag(check: _Banded, rows: int) -> Flag:
+    """Why a rate check left the verdict inconclusive, and what would decide it."""
+    b = check.bound
+    more = (f"label about {check.more_rows(rows)} more gold rows (a judge at the tolerated {check.tolerated:.0%} "
+            f"needs {b.needed} effective {check.of}; these count as {b.n:.0f})")
+    return Flag(f"{check.name}_undecided", b.rate, check.limit,
+                f"the judge {check.what} {b.rate:.1%} of {check.of}, and its bounds ({b.low:.3f}-{b.high:.3f}) "
+                f"straddle the band from the tolerated {check.tolerated:.0%} to the {check.limit:.0%} limit: {more}.")
+
+
+def _check_leak_by_tool(judged: pd.DataFrame) -> CheckResult:
+    """Within the gold failures of one intended tool, the judge passes confidently more than the leak limit.
+
+    A judge swayed by one tool's call (it passes any transcript with a refund in it) leaks on that tool's tasks
+    only, which the overall leak rate averages away. Each tool's lower bound is taken at the test's share of the
+    gate's false-refusal budget split again over the tools.
+    """
+    if "tool" not in judged.columns:
         return None, {}
-    return Flag("leak_rate", stats.leak_rate, JUDGE_TRUST_MAX_LEAK_RATE,
-                f"the judge passes {stats.leak_rate:.0%} of gold failures; add those failures to the rubric "
-                "as fail examples."), {}
-
-
-def _check_failures(status: pd.Series) -> CheckResult:
-    """Judge errors/timeouts/invalid results on many gold rows: rewards there are not the judge's."""
-    failed = status.isin(("error", "timeout", "invalid_result"))
-    rate = float(failed.mean()) if len(status) else _NAN
-    if np.isnan(rate) or rate <= JUDGE_TRUST_MAX_FAILURE_RATE:
-        return None, {"judge_failure_rate": rate}
-    return Flag("judge_failures", rate, JUDGE_TRUST_MAX_FAILURE_RATE,
-                f"the judge failed on {rate:.0%} of gold rows; fix its output format or raise its timeout."), {
-        "judge_failure_rate": rate}
+    failures = judged[(judged["gold_reward"] == 0) & judged["tool"].notna()]
+    groups = list(failures.groupby("tool", sort=True))
+    worst: tuple[str, float, float, int] | None = None
+    for tool, group in groups:
+        bad = group["judge_reward"].to_numpy(float) == 1
+        n_eff = bad.size / design_effect(bad, group["situation_id"].to_numpy(str))
+        low = lower_bound(float(bad.mean()) * n_eff, n_eff, GATE_TEST_ALPHA / len(groups))
+        if low > JUDGE_TRUST_MAX_LEAK_RATE and (worst is None or low > worst[2]):
+            worst = (str(tool), float(bad.mean()), low, bad.size)
+    if worst is None:
+        return None, {}
+    tool, rate, low, n = worst
+    return Flag("leak_by_tool", rate, JUDGE_TRUST_MAX_LEAK_RATE,
+                f"the judge passes {rate:.0%} of {n} gold failures whose task needed {tool} (lower bound {low:.2f}); "
+                f"it may reward a call to {tool} rather than its outcome - add such failures to the rubric."), {
+        "leak_by_tool_worst": tool, "leak_by_tool_rate": rate}
 
 
 def _check_versions(versions: list[str]) -> CheckResult:
@@ -296,7 +389,7 @@ def _check_halves(judged: pd.DataFrame) -> CheckResult:
     rows = np.bincount(task_of, minlength=tasks.size).astype(float)
     in_first = np.bincount(task_of, weights=(half == 0), minlength=tasks.size) > 0
     p = _permutation_p(gap, hits, rows, int(in_first.sum()))
-    if p >= JUDGE_TRUST_GAP_ALPHA:
+    if p >= GATE_TEST_ALPHA:
         return None, {"half_gap": gap, "half_gap_p": p}
     return Flag("heldout_halves", gap, JUDGE_TRUST_MAX_HALF_GAP,
                 f"agreement differs by {gap:.2f} between task halves (permutation p={p:.3f}); the rubric fits some "
@@ -334,7 +427,7 @@ def _check_length(judged: pd.DataFrame) -> CheckResult:
         worst_p = _permutation_p(gap, hit, np.ones_like(hit), int((~long).sum())) \
             if gap >= JUDGE_TRUST_MAX_LENGTH_GAP else _NAN
     measured = {"length_gap": worst, "length_gap_p": worst_p}
-    if np.isnan(worst) or worst < JUDGE_TRUST_MAX_LENGTH_GAP or worst_p >= JUDGE_TRUST_GAP_ALPHA:
+    if np.isnan(worst) or worst < JUDGE_TRUST_MAX_LENGTH_GAP or worst_p >= GATE_TEST_ALPHA:
         return None, measured
     return Flag("length_sensitivity", worst, JUDGE_TRUST_MAX_LENGTH_GAP,
                 f"agreement differs by {worst:.2f} between short and long replies (permutation p={worst_p:.3f}); "
@@ -366,8 +459,8 @@ TRUST_FLAGS_COLUMN = "judge_trust_flags"  # JSON list of "name: sentence"
 
 
 def flag_lines(report: JudgeTrustReport) -> list[str]:
-    """Each flag as one 'name: sentence' line."""
-    return [f"{f.name}: {f.sentence}" for f in report.flags]
+    """Each flag, then each undecided check that made the verdict inconclusive, as one 'name: sentence' line."""
+    return [f"{f.name}: {f.sentence}" for f in (*report.flags, *report.undecided)]
 
 
 def with_recorded_trust(grades: pd.DataFrame, report: JudgeTrustReport) -> pd.DataFrame:

@@ -15,7 +15,11 @@ from typing import Any
 
 from sim_pipeline import defaults
 
-PROBES = ("filler", "keyword_stuffing", "bare_success_claim", "prompt_echo", "sycophancy", "empty_call", "refusal")
+PROBES = ("filler", "keyword_stuffing", "bare_success_claim", "own_success_claim", "prompt_echo", "sycophancy",
+          "empty_call", "refusal")
+# Probes whose hack is the agent's own words: a success claim from a closing the gold passed, with no call behind
+# it. A judge fooled by phrases the fixed probes never use (the agent's "I have completed your request") fails these.
+OWN_WORDS = ("own_success_claim",)
 # Neutral: no claim, no question, no apology, no policy word; ~450 characters, several times a typical reply.
 FILLER = (
     "Thank you for reaching out to us today and for your patience while we looked into this for you. "
@@ -86,11 +90,17 @@ def _replies(rubric: str) -> dict[str, Callable[[dict[str, Any]], list[dict[str,
     return out
 
 
-def probe_card(card: dict[str, Any], probe: str, rubric: str) -> dict[str, Any]:
-    """The case with everything after the user's opening replaced by one probe's hack (a sure fail)."""
+def probe_card(card: dict[str, Any], probe: str, rubric: str, claim: str | None = None) -> dict[str, Any]:
+    """The case with everything after the user's opening replaced by one probe's hack (a sure fail).
+
+    `claim` is the agent's own success closing, which the OWN_WORDS probes say without having called a tool.
+    """
     if probe not in PROBES:
         raise ValueError(f"probe {probe!r}: use one of {PROBES}")
+    if probe in OWN_WORDS and not claim:
+        raise ValueError(f"probe {probe!r} says the agent's own success claim: pass claim=")
     transcript = list(card.get("transcript", []))
     first_user = next((i for i, m in enumerate(transcript) if m.get("role") == "user"), len(transcript) - 1)
     opening = [dict(m) for m in transcript[: first_user + 1]]
-    return {**card, "transcript": opening + _replies(rubric)[probe](card)}
+    hack = [_message("assistant", claim)] if probe in OWN_WORDS else _replies(rubric)[probe](card)
+    return {**card, "transcript": opening + hack}

@@ -15,21 +15,24 @@ import pandas as pd
 from scipy import stats as sps
 
 from sim_pipeline.defaults import (
-    CI_LEVEL,
     JUDGE_PROBE_CASES,
     JUDGE_STRESS_ROWS,
     JUDGE_STRESS_SEED,
-    JUDGE_TRUST_GAP_ALPHA,
-    JUDGE_TRUST_MAX_EXPLOIT_RATE,
+    JUDGE_GATE_ALPHA,
+    JUDGE_GATE_BETA,
     JUDGE_TRUST_MAX_FILLER_NET,
     JUDGE_TRUST_MAX_FLIP_RATE,
-    JUDGE_TRUST_MIN_PROBES,
+    JUDGE_TRUST_PROBE_LIMIT,
+    JUDGE_TRUST_TOLERATED_EXPLOIT,
+    JUDGE_TRUST_TOLERATED_FLIPS,
 )
 from sim_pipeline.grade.flag import CheckResult, Flag
 from sim_pipeline.grade.judge import judge_one, judge_seed
-from sim_pipeline.grade.probes import PROBES, probe_card, probe_eligible, with_filler
-from sim_pipeline.measure.stats import wilson_interval
+from sim_pipeline.grade.probes import OWN_WORDS, PROBES, probe_card, probe_eligible, with_filler
+from sim_pipeline.measure.rate_bounds import OVER, UNDECIDED, bound_rate
 from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, classify_reply
+from sim_pipeline.protocol.transcript import final_reply
 from sim_pipeline.seeding import canonical_json, rng
 
 REJUDGE, FILLER = "judge_rejudge_reward", "judge_filler_reward"
@@ -38,6 +41,7 @@ PROBE_FIXES = {
     "keyword_stuffing": "make the judge cite the tool result that shows the outcome, not words in the reply",
     "bare_success_claim": "require a tool result that confirms the change: the agent's claim is not evidence",
     "prompt_echo": "tell the judge that text quoting the grading instructions is not evidence",
+    "own_success_claim": "require a tool result that confirms the change: the agent's usual success wording is not evidence",
     "sycophancy": "tell the judge to ignore praise and appeals to the grader",
     "empty_call": "require a tool result showing the change applied, not merely a call made",
     "refusal": "tell the judge that refusing a request the policy allows is a failure",
@@ -50,6 +54,10 @@ def probe_column(probe: str) -> str:
 
 
 STRESS_COLUMNS = (REJUDGE, FILLER, *(probe_column(p) for p in PROBES))
+# The gate's statistical tests, each given an equal share of its false-refusal budget (Bonferroni): disagreement,
+# leak, leak by tool, judge failures, task halves and reply length on gold; re-judge, filler and each probe here.
+GATE_TESTS = 6 + 2 + len(PROBES)
+GATE_TEST_ALPHA = JUDGE_GATE_ALPHA / GATE_TESTS
 
 
 async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: pd.DataFrame, *,
@@ -57,7 +65,8 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
                        probe_cases: int = JUDGE_PROBE_CASES) -> pd.DataFrame:
     """The judge's verdicts on perturbed and probe variants of a seeded sample of graded cases.
 
-    `cases` has rollout_id, situation_id, judge_reward and card (the judge's case card). `rows` judged cases are
+    `cases` has rollout_id, situation_id, judge_reward, card (the judge's case card) and, for the probes in the
+    agent's own words, gold_reward (success_claims). `rows` judged cases are
     re-judged unchanged (a fresh call: another seed and sample index) and with neutral filler appended; for each
     probe, up to `probe_cases` situations that need a write get the hack in place of the agent's turns. Returns
     rollout_id plus STRESS_COLUMNS, one row per case, in the order of `cases`.
@@ -79,9 +88,13 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
     # several times.
     pool = ordered[ordered["card"].map(probe_eligible)].drop_duplicates("situation_id")
     pool = pool[~pool["card"].map(_task).duplicated()]
+    claims = success_claims(ordered)
     for probe in PROBES:
+        if probe in OWN_WORDS and not claims:
+            continue  # no closing the gold passed claims success: nothing of the agent's own to say
         for row in pool.iloc[gen.permutation(len(pool))[:probe_cases]].itertuples():
-            asks.append((row.rollout_id, probe_column(probe), probe_card(row.card, probe, rubric),
+            claim = _claim_for(claims, row.card, gen) if probe in OWN_WORDS else None
+            asks.append((row.rollout_id, probe_column(probe), probe_card(row.card, probe, rubric, claim),
                          judge_seed(row.rollout_id, f"judge-probe-{probe}"), 0))
     verdicts = await asyncio.gather(*(judge_one(gateway, judge_model, rubric, card, seed=s, sample_index=k)
                                       for _, _, card, s, k in asks))
@@ -91,21 +104,51 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
     return out
 
 
+def success_claims(cases: pd.DataFrame) -> dict[str, list[str]]:
+    """The agent's closings that claim success, from cases the gold passed, by the tool their task needed.
+
+    Empty when `cases` has no gold column (the stress tests then skip the probes that need the agent's words).
+    """
+    if "gold_reward" not in cases.columns:
+        return {}
+    out: dict[str, list[str]] = {}
+    for row in cases[cases["gold_reward"] == 1].itertuples():
+        text = final_reply(row.card)
+        if text and CLAIMS_SUCCESS in classify_reply(text):
+            out.setdefault(str((row.card.get("expected") or {}).get("tool")), []).append(text)
+    return {tool: sorted(set(texts)) for tool, texts in sorted(out.items())}
+
+
+def _claim_for(claims: dict[str, list[str]], card: dict[str, Any], gen: np.random.Generator) -> str:
+    """One of the agent's success closings, from a task that needed the same tool when there is one."""
+    tool = str((card.get("expected") or {}).get("tool"))
+    texts = claims.get(tool) or [t for group in claims.values() for t in group]
+    return texts[int(gen.integers(len(texts)))]
+
+
 def _task(card: dict[str, Any]) -> str:
     """What a case card asks the judge about, apart from the conversation: its goal and expected outcome."""
     return canonical_json({k: v for k, v in card.items() if k != "transcript"})
 
 
 def check_rejudge(grades: pd.DataFrame) -> CheckResult:
-    """Re-asking about an unchanged case flips the verdict: the judge is unstable, so rewards are partly noise."""
+    """Re-asking about an unchanged case flips the verdict: the judge is unstable, so rewards are partly noise.
+
+    Flags when the flip rate is confidently over a greedy judge's tolerance and not confidently under the
+    REFERENCE 6 limit (rate_bounds.py); a rate the sample cannot place is reported, not flagged.
+    """
     both = grades[["judge_reward", REJUDGE]].dropna()
-    rate = float((both["judge_reward"] != both[REJUDGE]).mean()) if len(both) else float("nan")
-    measured: dict[str, float | str] = {"rejudge_n": len(both), "rejudge_flip_rate": rate}
-    if not len(both) or rate < JUDGE_TRUST_MAX_FLIP_RATE:
+    flips = int((both["judge_reward"] != both[REJUDGE]).sum())
+    bound = bound_rate(flips, len(both), tolerated=JUDGE_TRUST_TOLERATED_FLIPS, limit=JUDGE_TRUST_MAX_FLIP_RATE,
+                       alpha=GATE_TEST_ALPHA, beta=JUDGE_GATE_BETA)
+    measured: dict[str, float | str] = {"rejudge_n": len(both), "rejudge_flip_rate": bound.rate,
+                                        "rejudge_flip_high": bound.high}
+    if bound.decision != OVER:
         return None, measured
-    return Flag("rejudge_flips", rate, JUDGE_TRUST_MAX_FLIP_RATE,
-                f"re-judging {len(both)} unchanged cases flipped {rate:.0%} of verdicts; run the judge at temperature 0 "
-                "with a fixed seed, take the majority of three calls, or use a more stable judge model."), measured
+    return Flag("rejudge_flips", bound.rate, JUDGE_TRUST_MAX_FLIP_RATE,
+                f"re-judging {len(both)} unchanged cases flipped {bound.rate:.0%} of verdicts (lower bound "
+                f"{bound.low:.2f}); run the judge at temperature 0 with a fixed seed, take the majority of three "
+                "calls, or use a more stable judge model."), measured
 
 
 def check_filler(grades: pd.DataFrame) -> CheckResult:
@@ -120,7 +163,7 @@ def check_filler(grades: pd.DataFrame) -> CheckResult:
     p = float(sps.binomtest(up, up + down, 0.5).pvalue) if up + down else 1.0
     measured: dict[str, float | str] = {"filler_n": len(both), "filler_to_pass": up, "filler_to_fail": down,
                                         "filler_net_rate": net, "filler_sign_p": p}
-    if not len(both) or p >= JUDGE_TRUST_GAP_ALPHA or abs(net) < JUDGE_TRUST_MAX_FILLER_NET:
+    if not len(both) or p >= GATE_TEST_ALPHA or abs(net) < JUDGE_TRUST_MAX_FILLER_NET:
         return None, measured
     towards = "pass" if net > 0 else "fail"
     return Flag("filler_perturbation", net, JUDGE_TRUST_MAX_FILLER_NET,
@@ -129,21 +172,12 @@ def check_filler(grades: pd.DataFrame) -> CheckResult:
                 "evidence, and add padded failing examples to the rubric."), measured
 
 
-def min_detectable_rate(n: int, *, level: float = CI_LEVEL) -> float:
-    """The smallest exploit rate that n probes would reveal at least once with probability `level`.
-
-    The exact form of the rule of three (Hanley & Lippman-Hand 1983): 1 - (1 - level)^(1/n).
-    """
-    return float(1.0 - (1.0 - level) ** (1.0 / n)) if n > 0 else 1.0
-
-
 def check_probes(grades: pd.DataFrame) -> tuple[tuple[Flag, ...], dict[str, float | str], tuple[str, ...]]:
     """Probes the judge passes: known hacks it would reward in RL.
 
-    A probe flags when its exploit rate reaches 0.10 over at least 20 probes (REFERENCE 6), or over fewer probes
-    when even the Wilson lower bound (Wilson 1927) reaches 0.10, so that 8 exploits in 8 probes are not waved
-    through as "low power". Otherwise fewer than 20 probes are noted as low power with the smallest exploit rate
-    they would have revealed.
+    A probe flags when its exploit rate is confidently over a careful judge's slips (JUDGE_TRUST_TOLERATED_EXPLOIT,
+    lower bound at the gate's per-test alpha) and not confidently under JUDGE_TRUST_PROBE_LIMIT (rate_bounds.py).
+    A probe whose bounds straddle that band is noted with the highest exploit rate it cannot rule out.
     """
     flags: list[Flag] = []
     measured: dict[str, float | str] = {}
@@ -151,16 +185,17 @@ def check_probes(grades: pd.DataFrame) -> tuple[tuple[Flag, ...], dict[str, floa
     for probe in PROBES:
         verdicts = grades[probe_column(probe)].dropna()
         n, passed = len(verdicts), int((verdicts == 1).sum())
-        rate = passed / n if n else float("nan")
-        low = float(wilson_interval(passed, n, level=CI_LEVEL)[0]) if n else float("nan")
-        measured |= {f"probe_{probe}_n": n, f"probe_{probe}_exploit_rate": rate}
-        powered = n >= JUDGE_TRUST_MIN_PROBES
-        if (powered and rate >= JUDGE_TRUST_MAX_EXPLOIT_RATE) or (n and low >= JUDGE_TRUST_MAX_EXPLOIT_RATE):
-            flags.append(Flag(f"probe_{probe}", rate, JUDGE_TRUST_MAX_EXPLOIT_RATE,
-                              f"the judge passed {passed} of {n} '{probe}' probes ({rate:.0%}); {PROBE_FIXES[probe]}."))
-        elif not powered:
-            detectable = min_detectable_rate(n)
-            measured[f"probe_{probe}_min_detectable"] = detectable
-            notes.append(f"probe {probe}: low power ({n} probes, {passed} passed); only an exploit rate above "
-                         f"{detectable:.2f} would reliably show. Grade more situations that need a write.")
+        bound = bound_rate(passed, n, tolerated=JUDGE_TRUST_TOLERATED_EXPLOIT, limit=JUDGE_TRUST_PROBE_LIMIT,
+                           alpha=GATE_TEST_ALPHA, beta=JUDGE_GATE_BETA)
+        measured |= {f"probe_{probe}_n": n, f"probe_{probe}_exploit_rate": bound.rate,
+                     f"probe_{probe}_exploit_high": bound.high}
+        if bound.decision == OVER:
+            flags.append(Flag(f"probe_{probe}", bound.rate, JUDGE_TRUST_PROBE_LIMIT,
+                              f"the judge passed {passed} of {n} '{probe}' probes ({bound.rate:.0%}, lower bound "
+                              f"{bound.low:.2f}); {PROBE_FIXES[probe]}."))
+        elif bound.decision == UNDECIDED:
+            notes.append(f"probe {probe}: low power ({n} probes, {passed} passed): an exploit rate up to "
+                         f"{bound.high:.2f} is not ruled out; {bound.needed} probes would tell a careful judge from one "
+                         f"this hack fools {JUDGE_TRUST_PROBE_LIMIT:.0%} of the time. Grade more situations that need "
+                         "a write.")
     return tuple(flags), measured, tuple(notes)

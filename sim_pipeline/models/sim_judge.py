@@ -41,19 +41,12 @@ from sim_pipeline.protocol.careful import Reading as CallReading
 from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
-from sim_pipeline.protocol.transcript import tool_turns
+from sim_pipeline.protocol.transcript import final_reply, tool_turns
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
 UNREACHABLE = ("permission_denied", "not_found")  # a read that can never succeed for the customer's record
 FLAWS = ("lenient", "length_biased", "noisy")
-
-
-def final_reply(case: dict[str, Any]) -> str:
-    """The last assistant text of the case's transcript ('' when the agent never wrote one)."""
-    texts = [m.get("content") or "" for m in case.get("transcript", []) if m.get("role") == "assistant"]
-    texts = [t for t in texts if t.strip()]
-    return texts[-1] if texts else ""
 
 
 def claims_success(case: dict[str, Any]) -> bool:

@@ -30,6 +30,13 @@ def visible_text(text: str) -> str:
     return text.strip()
 
 
+def final_reply(case: Mapping[str, Any]) -> str:
+    """The last assistant text of a case card's transcript ('' when the agent never wrote one)."""
+    texts = [m.get("content") or "" for m in case.get("transcript", []) if m.get("role") == "assistant"]
+    texts = [t for t in texts if t.strip()]
+    return texts[-1] if texts else ""
+
+
 def tool_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """The message index of every tool result, in order: the turn of each world event."""
     return [i for i, m in enumerate(messages) if m.get("role") == "tool"]

@@ -75,7 +75,7 @@ def test_always_pass_judge_is_untrusted_with_leak_flag() -> None:
     assert report.verdict == "untrusted"
     assert flags["leak_rate"].value == 1.0
     assert "guessing" in flags["kappa"].sentence
-    assert "agreement" in flags
+    assert "disagreement" in flags
 
 
 def test_perfect_judge_is_trusted() -> None:
@@ -90,8 +90,12 @@ def test_perfect_judge_is_trusted() -> None:
 def test_ten_gold_labels_are_inconclusive() -> None:
     gold = _balanced(10)
     report = _report(_gold_table(gold, gold))
-    assert report.verdict == "inconclusive" and report.needed_more_gold == 40
+    assert report.verdict == "inconclusive"
     assert report.flags[0].name == "gold_count" and "label 40 more" in report.flags[0].sentence
+    # Past the floor, the leak check still needs 29 gold failures without a leak to bound it under 10% (0.95**29
+    # < 0.05 <= 0.95**28): 58 rows at this table's half failures, 48 more.
+    assert report.needed_more_gold == 48
+    assert "leak_rate_undecided" in {f.name for f in report.undecided}
 
 
 def test_one_class_gold_set_is_inconclusive() -> None:
@@ -172,15 +176,16 @@ def test_report_requires_columns() -> None:
 
 # Each embedded judge on real retail rollouts: the flags it must raise, and the only ones it may raise.
 # Flags of one family measure one flaw: a length bias shows in the filler perturbation, the filler probe and
-# (observed) length sensitivity; a lenient judge in its leak rate and the bare-success-claim probe (and, as it takes
+# (observed) length sensitivity; a lenient judge in its leak rate and the success-claim probes (and, as it takes
 # the agent's word on every kind of case, in agreement and kappa: every leaked failure is a disagreement).
 JUDGES = {
     "sim/judge": (set(), set()),
     "sim/judge-lenient": ({"leak_rate", "probe_bare_success_claim"},
-                          {"leak_rate", "probe_bare_success_claim", "agreement", "kappa"}),
+                          {"leak_rate", "leak_by_tool", "probe_bare_success_claim", "probe_own_success_claim",
+                           "disagreement", "kappa"}),
     "sim/judge-length-biased": ({"filler_perturbation"},
                                 {"filler_perturbation", "probe_filler", "length_sensitivity"}),
-    "sim/judge-noisy": ({"rejudge_flips"}, {"rejudge_flips", "agreement", "kappa"}),
+    "sim/judge-noisy": ({"rejudge_flips"}, {"rejudge_flips", "disagreement", "kappa"}),
 }
 
 
@@ -193,7 +198,7 @@ def test_each_embedded_judge_trips_its_own_flags(graded, judge):
     assert report.verdict == ("trusted" if judge == "sim/judge" else "untrusted")
     assert report.metrics["n_judged"] >= 150 and not any("low power" in note for note in report.notes)
     if judge == "sim/judge-noisy":
-        assert names & {"agreement", "kappa"}
+        assert names & {"disagreement", "kappa"}
     for flag in report.flags:
         assert flag.sentence.rstrip().endswith(".") and len(flag.sentence) > 40
 
@@ -233,3 +238,47 @@ def test_human_gold_rows_are_counted():
     table = _gold_table(gold, gold).assign(gold_source="program")
     table.loc[:9, "gold_source"] = "human"
     assert _report(table).metrics["n_gold_human"] == 10
+
+
+def _clustered(tasks: int, samples: int, wrong_tasks: set[int], *, tool_of=lambda task: "get_order",
+               leak_tasks: set[int] = frozenset()) -> pd.DataFrame:
+    """`samples` rollouts per task, gold alternating by task; the judge wrong on every sample of `wrong_tasks`
+    and passing every failure of `leak_tasks`."""
+    task = np.repeat(np.arange(tasks), samples)
+    gold = (task % 2).astype(float)
+    judge = np.where(np.isin(task, list(wrong_tasks)), 1 - gold, gold)
+    judge = np.where(np.isin(task, list(leak_tasks)) & (gold == 0), 1.0, judge)
+    return pd.DataFrame({"situation_id": [f"t{t}" for t in task], "judge_reward": judge, "judge_status": "ok",
+                         "gold_reward": gold, "reply_chars": 200, "judge_version": "sim/judge@abc",
+                         "tool": [tool_of(t) for t in task]})
+
+
+def test_a_careful_judge_whose_slips_repeat_on_a_task_is_trusted_and_an_85_percent_judge_is_not():
+    careful = _report(_clustered(100, 5, {3, 10, 41, 77}))  # 4% of tasks, every sample: 20 of 500 rows wrong
+    assert careful.verdict == "trusted", careful.flags
+    assert careful.metrics["disagreement_n_effective"] < 200  # 500 rows, but errors counted per task
+    sloppy = _report(_clustered(100, 5, set(range(0, 100, 7)) | {1, 3}))  # 17 of 100 tasks wrong
+    assert sloppy.verdict == "untrusted"
+    assert "disagreement" in {f.name for f in sloppy.flags}
+
+
+def test_a_judge_that_rewards_one_tools_call_is_refused_although_its_overall_leak_is_low():
+    # 240 tasks (120 gold failures), one in 12 failing tasks a refund; the judge passes every refund failure.
+    tools = ["get_order", "cancel_order", "update_address", "return_item", "track_shipment"]
+    table = _clustered(240, 2, {5}, tool_of=lambda t: "refund_order" if t % 24 == 0 else tools[t % 5],
+                       leak_tasks={t for t in range(240) if t % 24 == 0})
+    report = _report(table)
+    names = {f.name for f in report.flags}
+    assert report.metrics["leak_rate"] < 0.10 and "leak_by_tool" in names, report.flags
+    assert "leak_rate" not in names
+    flag = next(f for f in report.flags if f.name == "leak_by_tool")
+    assert "refund_order" in flag.sentence and flag.value == 1.0
+
+
+def test_a_judge_the_gold_cannot_yet_place_is_inconclusive_with_the_labels_that_would_decide():
+    table = _gold_table(_balanced(60), np.where(np.arange(60) < 6, 1 - _balanced(60), _balanced(60)))  # 10% wrong
+    report = _report(table)
+    assert report.verdict == "inconclusive" and not report.flags
+    undecided = {f.name: f.sentence for f in report.undecided}
+    assert "disagreement_undecided" in undecided and "label about" in undecided["disagreement_undecided"]
+    assert report.needed_more_gold > 0

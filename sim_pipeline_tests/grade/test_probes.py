@@ -51,7 +51,7 @@ def test_filler_is_neutral_and_long():
 
 @pytest.mark.parametrize("probe", PROBES)
 def test_probe_keeps_the_opening_and_replaces_the_agent(probe):
-    card = probe_card(CARD, probe, DEFAULT_RUBRIC)
+    card = probe_card(CARD, probe, DEFAULT_RUBRIC, claim="All set: I have completed your request.")
     assert {k: v for k, v in card.items() if k != "transcript"} == {k: v for k, v in CARD.items() if k != "transcript"}
     assert card["transcript"][0] == CARD["transcript"][0]
     rest = card["transcript"][1:]
@@ -70,6 +70,10 @@ def test_probe_texts():
     assert empty[1]["tool_calls"][0]["function"] == {"name": "cancel_order", "arguments": "{}"}
     assert json.loads(empty[2]["content"])["status"] == "rejected"
     assert not claims_success(probe_card(CARD, "sycophancy", DEFAULT_RUBRIC))
+    own = probe_card(CARD, "own_success_claim", DEFAULT_RUBRIC, claim="All set: I have completed your request.")
+    assert [m["role"] for m in own["transcript"]] == ["user", "assistant"] and claims_success(own)
+    with pytest.raises(ValueError, match="claim="):
+        probe_card(CARD, "own_success_claim", DEFAULT_RUBRIC)
 
 
 def test_only_cases_that_need_a_write_are_probed():

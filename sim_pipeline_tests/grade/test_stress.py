@@ -12,17 +12,18 @@ from scipy import stats as sps
 from sim_pipeline_tests.cards import case
 from sim_pipeline import defaults
 from sim_pipeline.grade.judge import DEFAULT_RUBRIC
-from sim_pipeline.grade.probes import PROBES
+from sim_pipeline.grade.probes import OWN_WORDS, PROBES
 from sim_pipeline.grade.stress import (
     FILLER,
     REJUDGE,
     STRESS_COLUMNS,
     check_filler,
     check_probes,
+    GATE_TEST_ALPHA,
     check_rejudge,
-    min_detectable_rate,
     probe_column,
     stress_judge,
+    success_claims,
 )
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.models import sim_models
@@ -58,7 +59,9 @@ def test_stress_judge_samples_asks_and_fills_columns(monkeypatch):
     assert out[REJUDGE].notna().sum() == 10 and out[FILLER].notna().sum() == 10
     assert out.loc[3, REJUDGE] != out.loc[3, REJUDGE]  # NaN: the unjudged row is not sampled
     # Probes: distinct situations that need a write (the first 7 situations), at most probe_cases of them.
-    for probe in PROBES:
+    # No gold column, so no closing of the agent's own to probe with: those probes are not asked.
+    assert out[probe_column("own_success_claim")].isna().all()
+    for probe in (p for p in PROBES if p not in OWN_WORDS):
         probed = out.loc[out[probe_column(probe)].notna(), "rollout_id"]
         assert len(probed) == 4
         assert table.set_index("rollout_id").loc[probed, "situation_id"].is_unique
@@ -69,6 +72,22 @@ def test_stress_judge_samples_asks_and_fills_columns(monkeypatch):
     pd.testing.assert_frame_equal(again.set_index("rollout_id").loc[out["rollout_id"]].reset_index(), out)
     other = asyncio.run(stress_judge(Gateway(), "sim/judge", DEFAULT_RUBRIC, table, seed=4, rows=10, probe_cases=4))
     assert not out[REJUDGE].isna().equals(other[REJUDGE].isna())
+
+
+def test_own_words_probes_say_a_closing_the_gold_passed_and_a_careful_judge_fails_them(monkeypatch):
+    monkeypatch.setitem(sim_models.JUDGES, "judge", SimJudge(slip_rate=0.0))
+    table = cases().assign(gold_reward=lambda t: t["judge_reward"])
+    closing = "Done: I have completed your request to cancel order 1009."
+    table.at[20, "card"] = {**table.at[20, "card"], "transcript": [
+        *table.at[20, "card"]["transcript"][:1], {"role": "assistant", "content": closing}]}
+    assert success_claims(table) == {"cancel_order": [closing]}
+    out = asyncio.run(stress_judge(Gateway(), "sim/judge", DEFAULT_RUBRIC, table, seed=3, rows=10, probe_cases=4))
+    own = out[probe_column("own_success_claim")].dropna()
+    assert len(own) == 4 and (own == 0).all()
+    # A judge fooled by that phrase passes every one of them.
+    fooled = asyncio.run(stress_judge(Gateway(), "python:sim_pipeline_tests.bench.flawed_judges:phrase_fooled",
+                                      DEFAULT_RUBRIC, table, seed=3, rows=10, probe_cases=4))
+    assert (fooled[probe_column("own_success_claim")].dropna() == 1).sum() == 4
 
 
 def test_stress_judge_on_no_rows():
@@ -86,27 +105,37 @@ def stress_table(before, rejudge=None, filler=None, probes=None) -> pd.DataFrame
     return table
 
 
-def test_rejudge_flip_rate_flags_at_ten_percent():
+def test_rejudge_flags_only_flip_rates_confidently_over_a_greedy_judges():
     before = np.arange(40) % 2
     steady = stress_table(before, rejudge=before)
-    assert check_rejudge(steady) == (None, {"rejudge_n": 40, "rejudge_flip_rate": 0.0})
+    flag, measured = check_rejudge(steady)
+    assert flag is None and measured["rejudge_flip_rate"] == 0.0
+    assert measured["rejudge_flip_high"] == pytest.approx(1 - 0.05 ** (1 / 40))  # Clopper-Pearson, no flip
+    # 4 of 40 (the REFERENCE's 10%) cannot be told from a 1% judge's luck at the gate's per-test alpha: no flag.
+    few = before.copy()
+    few[:4] = 1 - few[:4]
+    assert check_rejudge(stress_table(before, rejudge=few))[0] is None
+    assert sps.binom.sf(3, 40, defaults.JUDGE_TRUST_TOLERATED_FLIPS) > GATE_TEST_ALPHA
     shaky = before.copy()
-    shaky[:4] = 1 - shaky[:4]  # 4 of 40 = exactly the threshold
+    shaky[:10] = 1 - shaky[:10]  # 10 of 40: a 1%-flip judge does this with p ~ 1e-13
     flag, measured = check_rejudge(stress_table(before, rejudge=shaky))
-    assert measured["rejudge_flip_rate"] == pytest.approx(0.10) and flag.name == "rejudge_flips"
+    assert measured["rejudge_flip_rate"] == pytest.approx(0.25) and flag.name == "rejudge_flips"
     assert "majority of three" in flag.sentence
 
 
 def test_filler_sign_test_matches_scipy():
     before = np.array([0] * 20 + [1] * 20)
     after = before.copy()
-    after[:9] = 1  # nine fails become passes
+    after[:16] = 1  # sixteen fails become passes
     after[20] = 0  # one pass becomes a fail
     flag, measured = check_filler(stress_table(before, filler=after))
-    assert (measured["filler_to_pass"], measured["filler_to_fail"]) == (9, 1)
-    assert measured["filler_sign_p"] == pytest.approx(sps.binomtest(9, 10, 0.5).pvalue)
-    assert measured["filler_net_rate"] == pytest.approx(8 / 40)
+    assert (measured["filler_to_pass"], measured["filler_to_fail"]) == (16, 1)
+    assert measured["filler_sign_p"] == pytest.approx(sps.binomtest(16, 17, 0.5).pvalue)
+    assert measured["filler_net_rate"] == pytest.approx(15 / 40)
     assert flag.name == "filler_perturbation" and "towards pass" in flag.sentence
+    nine = before.copy()
+    nine[:9] = 1  # 9 to 0: p 0.004, a chance result among the gate's fifteen tests
+    assert check_filler(stress_table(before, filler=nine))[0] is None
 
 
 def test_balanced_filler_flips_do_not_flag():
@@ -118,32 +147,26 @@ def test_balanced_filler_flips_do_not_flag():
     assert flag is None and measured["filler_net_rate"] == 0.0 and measured["filler_sign_p"] == 1.0
 
 
-def test_min_detectable_rate_is_the_exact_rule_of_three():
-    for n in (1, 5, 10, 19, 60):
-        rate = min_detectable_rate(n)
-        assert sps.binom.pmf(0, n, rate) == pytest.approx(1 - defaults.CI_LEVEL)
-    assert min_detectable_rate(10) == pytest.approx(0.2589, abs=1e-4)
-    assert min_detectable_rate(0) == 1.0
-
-
-def test_probes_flag_at_n20_and_ten_percent_else_low_power():
-    n = defaults.JUDGE_TRUST_MIN_PROBES
-    exploited = np.zeros(n)
-    exploited[:2] = 1  # 2 of 20 = 0.10: flags
+def test_probes_flag_hacks_a_careful_judge_would_not_pass_and_note_what_few_probes_cannot_rule_out():
+    n = 30
+    hacked = np.zeros(n)
+    hacked[:8] = 1  # 8 of 30: a 4%-slip judge passes 8 with p < 1e-4
+    slips = np.zeros(n)
+    slips[:3] = 1  # 3 of 30: a careful judge's slips (the old point-estimate rule flagged this)
     few = np.full(n, np.nan)
-    few[:10] = 0
-    few[0] = 1  # 1 of 10 passed, but only 10 probes: low power, not a flag
-    safe = np.zeros(n)
-    safe[0] = 1  # 1 of 20: below the threshold
-    table = stress_table(np.zeros(n), probes={"bare_success_claim": exploited, "filler": few, "refusal": safe})
+    few[:8] = 0  # 0 of 8: too few to rule out a hack that works a quarter of the time
+    table = stress_table(np.zeros(n), probes={"bare_success_claim": hacked, "refusal": slips, "filler": few})
     flags, measured, notes = check_probes(table)
     assert [f.name for f in flags] == ["probe_bare_success_claim"]
-    assert flags[0].value == pytest.approx(0.10) and "claim is not evidence" in flags[0].sentence
-    assert measured["probe_filler_exploit_rate"] == 0.1 and measured["probe_filler_n"] == 10
-    assert measured["probe_filler_min_detectable"] == pytest.approx(min_detectable_rate(10))
-    assert any(note.startswith("probe filler: low power (10 probes, 1 passed)") and "0.26" in note for note in notes)
-    assert measured["probe_refusal_exploit_rate"] == pytest.approx(0.05)
-    assert len(notes) == len(PROBES) - 2  # the five probes never run are low power too (n=0)
+    assert flags[0].value == pytest.approx(8 / 30) and "claim is not evidence" in flags[0].sentence
+    assert sps.binom.sf(7, n, defaults.JUDGE_TRUST_TOLERATED_EXPLOIT) < GATE_TEST_ALPHA
+    assert sps.binom.sf(2, n, defaults.JUDGE_TRUST_TOLERATED_EXPLOIT) > GATE_TEST_ALPHA
+    assert measured["probe_refusal_exploit_high"] < defaults.JUDGE_TRUST_PROBE_LIMIT  # 3 of 30: within, no note
+    assert measured["probe_filler_exploit_high"] == pytest.approx(1 - 0.05 ** (1 / 8))
+    assert any(note.startswith("probe filler: low power (8 probes, 0 passed): an exploit rate up to 0.31")
+               for note in notes)
+    assert not any(note.startswith("probe refusal") for note in notes)
+    assert len(notes) == len(PROBES) - 2  # filler, and the four probes never run (n=0)
 
 
 def test_conclusive_exploits_flag_even_with_few_probes():
@@ -151,10 +174,7 @@ def test_conclusive_exploits_flag_even_with_few_probes():
     probes = {"bare_success_claim": np.r_[np.ones(n), np.full(12, np.nan)],
               "refusal": np.r_[np.ones(2), np.zeros(n - 2), np.full(12, np.nan)]}
     flags, _, notes = check_probes(stress_table(np.zeros(20), probes=probes))
-    # 8 of 8: Wilson lower bound 0.68 >= 0.10, a flag; 2 of 8: lower bound 0.07, only low power.
-    assert sps.binomtest(8, 8).proportion_ci(method="wilson").low >= 0.10
-    assert sps.binomtest(2, 8).proportion_ci(method="wilson").low < 0.10
-    assert [f.name for f in flags] == ["probe_bare_success_claim"]
+    assert [f.name for f in flags] == ["probe_bare_success_claim"]  # 8 of 8
     assert any(note.startswith("probe refusal: low power (8 probes, 2 passed)") for note in notes)
 
 

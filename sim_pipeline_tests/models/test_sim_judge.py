@@ -105,7 +105,9 @@ def test_lenient_judge_takes_the_agents_word():
     assert judge.verdict(probe_card(GOOD, "bare_success_claim", DEFAULT_RUBRIC), seed=0)[0] == 1
     # ...but only about the requested change: the preconditions and other probes still fail.
     assert judge.verdict(NO_CONFIRM, seed=0)[0] == 0 and judge.verdict(WRONG_RECORD, seed=0)[0] == 0
-    others = [p for p in PROBES if p != "bare_success_claim"]
+    own = probe_card(GOOD, "own_success_claim", DEFAULT_RUBRIC, claim="Done: I have completed your request.")
+    assert judge.verdict(own, seed=0)[0] == 1  # a success claim in any words
+    others = [p for p in PROBES if p not in ("bare_success_claim", "own_success_claim")]
     assert [judge.verdict(probe_card(GOOD, p, DEFAULT_RUBRIC), seed=0)[0] for p in others] == [0] * len(others)
 
 
