@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import re
 import sys
 import time
 import traceback
@@ -15,6 +16,7 @@ from sim_pipeline import defaults
 from sim_pipeline.errors import SimPipelineError
 
 if TYPE_CHECKING:
+    from sim_pipeline.defs.launch import RunOutcome
     from sim_pipeline.registry import PolicyVersion
 
 INSTANCE_CONFIG = Path(__file__).parent / "defs" / "dagster.yaml"  # the project's local instance settings
@@ -64,7 +66,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim_pipeline.kind_guesses import guess_lines
     from sim_pipeline.models.confusable import confusable_pairs
     from sim_pipeline.report import render
+    from sim_pipeline.seed_spec import parse_seeds
 
+    seeds = parse_seeds(args.seeds)
     domain = load_domain(args.domain)  # a bad pack fails here, with its message, before any run starts
     versions = _chosen_versions(args.domain, args.versions)
     for line in guess_lines(domain):
@@ -72,10 +76,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(v.model.startswith("sim/") for v in versions):  # only the embedded agent picks tools by word overlap
         for pair in confusable_pairs(domain):
             print(f"warning: {pair.sentence}", file=sys.stderr)
-    seeds = [seed for item in args.seeds or [args.seed] for seed in item.split(",") if seed]
-    bad = sorted(set(seeds) - set(defaults.SEEDS))
-    if bad:
-        raise SimPipelineError(f"seeds {bad} are not partitions. Fix: use some of {list(defaults.SEEDS)}")
     sizes = {key: value for key, value in (("max_situations", args.situations), ("n_phrasings", args.phrasings),
                                            ("train_samples", args.samples), ("heldout_samples", args.heldout_samples))
              if value is not None}
@@ -93,7 +93,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcomes += ran
         with verifying_with(instance):
             summary = render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
-                             made_by=made_by(instance, args.domain, seed, versions, {o.run_id for o in ran}))
+                             made_by=made_by(instance, args.domain, seed, versions, {o.run_id for o in ran}),
+                             stopped=stopped_lines(ran, seed, versions))
         print()
         print(summary)
     failed = [o.label for o in outcomes if not o.success]
@@ -102,21 +103,49 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if not failed or args.allow_failed_checks else 1
 
 
+def _cause(outcome: RunOutcome) -> str:
+    """Why a run stopped, one bounded line: a project error's own message (its module path dropped)."""
+    text = re.sub(r"sim_pipeline\.errors\.\w+: ", "", outcome.failure) or "a blocking check failed (see the UI)"
+    return text if len(text) <= defaults.STOP_LINE_CHARS else text[:defaults.STOP_LINE_CHARS - 3] + "..."
+
+
+def stopped_lines(outcomes: list[RunOutcome], seed: str, versions: list[PolicyVersion]) -> dict[str, list[str]]:
+    """Per version whose rollouts this command's run for the seed did not write: why it stopped (run, step, cause)
+    and which steps did not run, as the summary prints them in place of '0 rollouts'."""
+    from sim_pipeline.defs.partitions import partition_key
+
+    by_partition = {o.partition: o for o in outcomes}
+    seed_run = by_partition.get(seed)
+    stopped = {}
+    for v in versions:
+        run = by_partition.get(str(partition_key(v.slug, seed)))
+        if run is not None and not run.success and "rollouts" in run.not_run:
+            stopped[v.slug] = [f"STOPPED (run {run.run_id[:8]}): {_cause(run)}", f"not run: {', '.join(run.not_run)}"]
+        elif run is None and seed_run is not None and not seed_run.success:
+            stopped[v.slug] = [f"not run: seed {seed}'s cover, world and situations did not succeed (run "
+                               f"{seed_run.run_id[:8]}: {_cause(seed_run)})"]
+    return stopped
+
+
 def cmd_backfill(args: argparse.Namespace) -> int:
-    """Launch one Dagster asset backfill over versions x seeds; with --wait, follow it to the end."""
-    from sim_pipeline.defs.backfill import (
-        daemon_running,
-        launch_backfill,
-        parse_seeds,
-        plan_backfill,
-        wait_for_backfill,
-    )
+    """Launch one Dagster asset backfill over versions x seeds (with --wait, follow it to the end), list the
+    instance's backfills, or cancel one."""
+    if args.action != "cancel" and args.backfill_id:
+        raise SimPipelineError(f"backfill {args.action} takes no id (got '{args.backfill_id}'). Fix: `sim-pipeline "
+                               f"backfill cancel {args.backfill_id}` cancels that backfill")
+    if args.action == "list":
+        return _backfill_list()
+    if args.action == "cancel":
+        return _backfill_cancel(args.backfill_id)
+    from sim_pipeline.defs.backfill import daemon_running, launch_backfill, plan_backfill, wait_for_backfill
     from sim_pipeline.defs.launch import sync_partitions
     from sim_pipeline.domain import load_domain
+    from sim_pipeline.seed_spec import parse_seeds
 
+    seeds = parse_seeds(args.seeds)
     load_domain(args.domain)  # a bad pack fails here, before anything is queued
     versions = _chosen_versions(args.domain, args.versions)
-    plan = plan_backfill(args.domain, versions, parse_seeds(args.seeds))
+    plan = plan_backfill(args.domain, versions, seeds)
     slugs = {v.slug for v in versions}
     for v in versions:
         if v.baseline and v.baseline not in slugs:
@@ -138,6 +167,31 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return 0 if wait_for_backfill(instance, backfill_id).succeeded else 1
 
 
+def _backfill_list() -> int:
+    """Print the instance's backfills, newest first: id, status, when, what they target and how their runs stand."""
+    from sim_pipeline.defs.backfill import backfill_lines
+
+    lines = backfill_lines(_instance())
+    print("\n".join(lines) if lines else f"no backfill in the instance at {os.environ['DAGSTER_HOME']}: "
+          "`sim-pipeline backfill --seeds 0-7` launches one")
+    return 0
+
+
+def _backfill_cancel(backfill_id: str | None) -> int:
+    """Mark a backfill canceling, as the UI's Cancel does: its daemon launches no more runs and cancels the rest."""
+    from sim_pipeline.defs.backfill import cancel_backfill, daemon_running
+
+    if not backfill_id:
+        raise SimPipelineError("backfill cancel needs the backfill's id. Fix: `sim-pipeline backfill list` shows the "
+                               "ids; then `sim-pipeline backfill cancel <id>`")
+    instance = _instance()
+    print(cancel_backfill(instance, backfill_id))
+    if not daemon_running(instance):
+        print("  no backfill daemon is running on this instance: it launches nothing meanwhile, and `make dev`'s "
+              "daemon finishes the cancel (in-flight runs stopped, status canceled)")
+    return 0
+
+
 def cmd_loop(args: argparse.Namespace) -> int:
     """A version's cuts -> trained versions -> their held-out rollouts -> deltas against it, then the summary."""
     from sim_pipeline.defs.io import verifying_with
@@ -145,18 +199,24 @@ def cmd_loop(args: argparse.Namespace) -> int:
     from sim_pipeline.defs.loop import run_loop
     from sim_pipeline.protocol.train_methods import TRAIN_METHODS
     from sim_pipeline.report import loop_lines, render
+    from sim_pipeline.seed_spec import parse_seeds
 
+    seeds = parse_seeds(args.seeds)
+    if len(seeds) != 1:
+        raise SimPipelineError(f"loop trains from one seed's cuts at a time, and --seed names {len(seeds)} "
+                               f"({','.join(seeds)}). Fix: give one, e.g. --seed {seeds[0]}")
+    seed = seeds[0]
     methods = list(TRAIN_METHODS) if args.method == "all" else [args.method]
     started = time.perf_counter()
     instance = _instance()
-    print(f"Loop from {args.source} ({', '.join(methods)}) on seed {args.seed} "
+    print(f"Loop from {args.source} ({', '.join(methods)}) on seed {seed} "
           f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
     with verifying_with(instance):
-        result = run_loop(instance, args.source, methods, args.seed, warehouse=args.warehouse)
+        result = run_loop(instance, args.source, methods, seed, warehouse=args.warehouse)
         versions = [result.source, *result.trained.values()]
-        summary = render(args.warehouse, result.source.domain, args.seed, versions,
+        summary = render(args.warehouse, result.source.domain, seed, versions,
                          seconds=time.perf_counter() - started,
-                         made_by=made_by(instance, result.source.domain, args.seed, versions,
+                         made_by=made_by(instance, result.source.domain, seed, versions,
                                          {o.run_id for o in result.outcomes}))
         lines = loop_lines(args.warehouse, result.source, result.trained, result.methods, result.registry)
     print()
@@ -219,15 +279,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     sidecar, else the instance's recorded content_sha256) unless --allow-unverified."""
     from sim_pipeline.defs.io import verifying_with
     from sim_pipeline.defs.launch import made_by
-    from sim_pipeline.registry import load_registry, versions_for
+    from sim_pipeline.domain import load_domain, pack_names
     from sim_pipeline.report import render
+    from sim_pipeline.seed_spec import parse_seeds
 
-    versions = versions_for(load_registry(), args.domain)
+    seeds = parse_seeds(args.seeds)
+    if args.domain not in pack_names():
+        load_domain(args.domain)  # a domain that is not there: its message names the ones that are
+    versions = _chosen_versions(args.domain, None)
     instance = _instance()
     with verifying_with(instance, allow_unverified=args.allow_unverified, warn=_warn):
-        summary = render(args.warehouse, args.domain, args.seed, versions,
-                         made_by=made_by(instance, args.domain, args.seed, versions))
-    print(summary)  # whole or not at all: a refused file prints no partial summary
+        summaries = [render(args.warehouse, args.domain, seed, versions,
+                            made_by=made_by(instance, args.domain, seed, versions)) for seed in seeds]
+    print("\n\n".join(summaries))  # whole or not at all: a refused file prints no partial summary
     return 0
 
 
@@ -236,14 +300,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     from sim_pipeline.cut.export_partitions import ExportRequest, export_warehouse
     from sim_pipeline.cut.lengths import tokenizer_counter
     from sim_pipeline.defs.io import verifying_with
+    from sim_pipeline.seed_spec import parse_seeds
 
+    seeds = tuple(parse_seeds(args.seeds)) if args.seeds else ()
     if args.tokenizer:
         tokenizer_counter(args.tokenizer)  # a bad path fails before anything is written
 
-    with verifying_with(_instance(), allow_unverified=args.allow_unverified, warn=_warn):
-        report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
-                                                warehouse=args.warehouse, versions=tuple(args.versions or ()),
-                                                seeds=tuple(args.seeds or ())))
+    try:
+        with verifying_with(_instance(), allow_unverified=args.allow_unverified, warn=_warn):
+            report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
+                                                    warehouse=args.warehouse, versions=tuple(args.versions or ()),
+                                                    seeds=seeds))
+    except OSError as exc:
+        if exc.filename is None or not Path(exc.filename).resolve().is_relative_to(Path(args.out).resolve()):
+            raise
+        raise SimPipelineError(f"--out {args.out}: cannot write {exc.filename} ({exc.strerror or exc}). Fix: pass "
+                               "--out a directory this user can create and write to") from None
     for f in report.files:
         extra = "".join([f", left out {f.left_out}" if f.left_out else "",
                          f", {f.masked_turns} assistant turn(s) weighted 0" if f.masked_turns else ""])
@@ -288,6 +360,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seeds_option(verb: argparse.ArgumentParser, default: list[str] | None, default_help: str, *,
+                  alias: bool = True) -> None:
+    """Every verb's seed option, one syntax (sim_pipeline/seed_spec.py); run, report and loop also take --seed."""
+    verb.add_argument("--seeds", *(["--seed"] if alias else []), dest="seeds", nargs="+", default=default,
+                      metavar="SEEDS", help=f"seed partitions {defaults.SEEDS[0]}-{defaults.SEEDS[-1]}: a seed 3, a "
+                                            f"range 0-7, a list 0,3,5 or both 0-2,5 {default_help}")
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line."""
     top = argparse.ArgumentParser(prog="sim-pipeline", description=__doc__)
@@ -296,12 +376,11 @@ def parser() -> argparse.ArgumentParser:
     report = verbs.add_parser("report", help="print the summary of the warehouse")
     for p in (run, report):
         p.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
-        p.add_argument("--seed", default="0", choices=list(defaults.SEEDS), help="seed partition (default 0)")
+        _seeds_option(p, ["0"], "(default 0)")
         p.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                        help="Parquet base path (default data/warehouse; s3://... works)")
     run.add_argument("--versions", nargs="*", help="only these registry versions, e.g. agent-v1,agent-v2 "
                                                    "(default: all of the domain)")
-    run.add_argument("--seeds", nargs="*", help="several seeds in turn, e.g. 0,1 (default: --seed)")
     run.add_argument("--situations", type=_positive, help="roll out only the plan's first N situations per seed")
     run.add_argument("--phrasings", type=_positive, help="openings per train situation (default: the mode's)")
     run.add_argument("--samples", type=_positive, help="samples per train situation and opening (default: the mode's)")
@@ -319,8 +398,7 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
     exp.add_argument("--format", required=True, choices=["trl", "openai", "verl"], help="the trainer's file format")
     exp.add_argument("--versions", nargs="*", help="only these registry versions (default: all of the domain)")
-    exp.add_argument("--seeds", nargs="*", choices=list(defaults.SEEDS),
-                     help="only these seed partitions (default: every one materialized)")
+    _seeds_option(exp, None, "(default: every one materialized)", alias=False)
     exp.add_argument("--out", default=defaults.EXPORT_DIR,
                      help=f"output base; files go to <out>/<domain>/<format>/... (default {defaults.EXPORT_DIR})")
     exp.add_argument("--stats", action="store_true",
@@ -332,12 +410,19 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
     exp.set_defaults(fn=cmd_export)
     back = verbs.add_parser("backfill", help="launch one Dagster asset backfill over versions x seeds (the daemon "
-                                             "of `make dev` runs it; it shows under Overview > Backfills)")
+                                             "of `make dev` runs it; it shows under Overview > Backfills); "
+                                             "`backfill list` lists them, `backfill cancel ID` cancels one",
+                            usage="%(prog)s [launch] [--domain D] [--versions V ...] [--seeds SEEDS ...] [--wait]\n"
+                                  "       %(prog)s list\n       %(prog)s cancel ID")
+    back.add_argument("action", nargs="?", default="launch", choices=["launch", "list", "cancel"],
+                      help="launch a backfill (the default), list the instance's backfills (id, status, partitions, "
+                           "runs), or cancel the backfill ID")
+    back.add_argument("backfill_id", nargs="?", metavar="ID", help="with cancel: the backfill's id, as `backfill "
+                                                                   "list` or the launch printed it")
     back.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
     back.add_argument("--versions", nargs="*", help="registry versions, e.g. agent-v1,agent-v2 (default: all of the "
                                                     "domain)")
-    back.add_argument("--seeds", default=f"{defaults.SEEDS[0]}-{defaults.SEEDS[-1]}",
-                      help="seed partitions: a range 0-7 or a list 0,1 (default: all)")
+    _seeds_option(back, [f"{defaults.SEEDS[0]}-{defaults.SEEDS[-1]}"], "(default: all)", alias=False)
     back.add_argument("--wait", action="store_true",
                       help="follow the backfill until it ends (needs the daemon running); exit 1 unless it succeeded")
     back.set_defaults(fn=cmd_backfill)
@@ -346,7 +431,7 @@ def parser() -> argparse.ArgumentParser:
     loop.add_argument("--from", dest="source", required=True, help="the registry version to train from, e.g. agent-v1")
     loop.add_argument("--method", default="all", choices=["sft", "dpo", "grpo", "all"],
                       help="training method (default: all three, each its own version)")
-    loop.add_argument("--seed", default="0", choices=list(defaults.SEEDS), help="seed partition (default 0)")
+    _seeds_option(loop, ["0"], "(one seed: the cuts the versions train from; default 0)")
     loop.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                       help="Parquet base path (default data/warehouse)")
     loop.set_defaults(fn=cmd_loop)
@@ -365,6 +450,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except SimPipelineError as exc:
         print(redact(f"error: {exc}"), file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.filename is None:  # not a path the user gave: a bug or the machine, its traceback says which
+            print(redact(traceback.format_exc()), file=sys.stderr, end="")
+            return 1
+        print(redact(f"error: {exc.filename}: {exc.strerror or exc}. Fix: check that the path exists and that this "
+                     "user may read and write it, or give the command another (--warehouse, --out)"), file=sys.stderr)
         return 2
     except Exception:  # noqa: BLE001 -- a bug: its traceback is printed, but an exception's text may quote a key
         print(redact(traceback.format_exc()), file=sys.stderr, end="")

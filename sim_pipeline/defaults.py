@@ -10,6 +10,11 @@ SEEDS: tuple[str, ...] = tuple(str(s) for s in range(8))  # static seed partitio
 DEFAULT_DOMAIN = "retail"  # the domain `make run` materializes when DOMAIN is not given
 DEFAULT_USER_MODEL = "sim/user"  # the embedded user simulator, when a registry entry or trainer names none
 BACKFILL_POLL_SECONDS = 5.0  # how often `sim-pipeline backfill --wait` reads the instance: a run takes tens of seconds
+BACKFILL_LIST_LIMIT = 20  # backfills `sim-pipeline backfill list` shows, newest first: the recent ones (the UI lists all)
+SEEDS_NAMED_IN_ERRORS = 3  # seeds outside the partitions a --seeds error names: enough to spot the slip, and
+# `--seeds 0-99999` stays one short line
+SEEDS_TEXT_SHOWN = 40  # characters of a bad --seeds value an error quotes (longer ones end in '...')
+STOP_LINE_CHARS = 500  # a stopped run's cause in the summary: the breaker's message fits; the UI has the rest
 SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
 DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipped ones reach 10): deeper is a mistake,
 # and the YAML/JSON parsers and schema checks recurse once per level, towards Python's stack limit

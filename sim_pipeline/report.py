@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,12 @@ class VersionSummary:
     rollouts: int
     health: Health
     fit: pd.DataFrame | None  # per-tool world fit (rollout/world_fit.py); None without rollouts
+
+    @property
+    def holds_nothing(self) -> bool:
+        """Whether the warehouse holds none of the partition's steps: no rollouts, grades, scores or cuts."""
+        return not self.rollouts and self.pass_at_1 is None and self.judge_verdict == "not graded" and \
+            all(n is None for n in self.cut_rows.values())
 
     @property
     def withheld(self) -> bool:
@@ -133,11 +139,20 @@ def fit_table(summaries: list[VersionSummary]) -> list[str]:
     return lines
 
 
+def _not_run(base: str, domain: str, seed: str, slug: str) -> str:
+    """A version the warehouse holds nothing of for the seed, and the command that makes it."""
+    where = "" if base == "data/warehouse" else f" --warehouse {base}"
+    return (f"  {slug:<13} not run for seed {seed}: the warehouse holds none of its steps (a run that stopped "
+            f"writes none). Run: sim-pipeline run --domain {domain} --seed {seed} --versions {slug}{where}")
+
+
 def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None,
-           made_by: Mapping[str, str] | None = None) -> str:
+           made_by: Mapping[str, str] | None = None, stopped: Mapping[str, Sequence[str]] | None = None) -> str:
     """The summary as text; `made_by` names the run behind each version's grades and delta ('grades|<v>',
-    'delta|<v>' -> 'run 1a2b3c4d'), printed on their lines."""
+    'delta|<v>' -> 'run 1a2b3c4d'), printed on their lines; `stopped` gives, per version whose run this command
+    stopped before its rollouts, the lines saying why and what did not run."""
     made_by = made_by or {}
+    stopped = stopped or {}
 
     def by(key: str) -> str:
         return f"  ({made_by[key]})" if key in made_by else ""
@@ -153,6 +168,10 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
     summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
     for v in versions:
         s = summaries[v.slug]
+        lines += [f"  {v.slug if not i else '':<13} {line}" for i, line in enumerate(stopped.get(v.slug, ()))]
+        if s.holds_nothing:
+            lines += [] if v.slug in stopped else [_not_run(base, domain, seed, v.slug)]
+            continue
         errors = f"{s.health.errors} errored ({s.health.share:.1%})"
         if s.withheld:
             lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}",
@@ -189,7 +208,10 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             continue
         delta = _read(base, domain, "delta", policy_version=v.slug)
         if delta is None or not len(delta):
-            lines.append(f"  delta {v.slug} vs {v.baseline}: not computed (baseline grades missing?)")
+            idle = [slug for slug in (v.baseline, v.slug) if slug in stopped or slug in summaries and
+                    summaries[slug].holds_nothing]
+            lines.append(f"  delta {v.slug} vs {v.baseline}: not computed ("
+                         + (f"{', '.join(idle)} did not run: see above)" if idle else "baseline grades missing?)"))
             continue
         lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p):"
                      + by(f"delta|{v.slug}"))

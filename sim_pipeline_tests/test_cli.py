@@ -278,3 +278,147 @@ def test_allow_unverified_reads_a_file_no_record_vouches_for_and_says_so_loudly(
     assert captured.err == f"WARNING: UNVERIFIED READ of {scores}: its sidecar .seed=0.parquet.sha256 is missing and " \
         "no content_sha256 was recorded for it; --allow-unverified was given, so it is read as is and anything " \
         "printed from it may have been changed since it was written\n"
+
+
+# -- issue 29, item 8: user errors are one line and exit 2; one seed syntax; a stopped run says why --------------
+ONE_LINE = 300  # the most a user error may print: `--seeds 0-99999` once listed 99,992 seeds
+
+
+def _one_error_line(capsys):
+    """The one `error:` line a refused command printed (nothing on stdout), checked for shape; its text."""
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert "Traceback" not in captured.err and len(captured.err) < ONE_LINE, captured.err
+    return captured.err
+
+
+SEED_VERBS = [["run"], ["report"], ["export", "--format", "trl"], ["backfill"], ["loop", "--from", "agent-v1"]]
+
+
+@pytest.mark.parametrize("value, says", [
+    ("0-99999", "error: --seeds '0-99999': 8, 9, 10 and 99,989 more are not seed partitions. Fix: use seeds within "
+                "0-7, e.g. 0-7, 0,3,5 or 0-2,5\n"),
+    ("5-2", "error: --seeds '5-2': the range '5-2' runs backwards. Fix: write 2-5\n"),
+    ("0-2,x", "error: --seeds '0-2,x': 'x' is neither a seed nor a range. Fix: write e.g. 0-7, 0,3,5 or 0-2,5\n"),
+])
+def test_every_verb_refuses_a_bad_seed_value_with_the_same_short_line_before_touching_anything(
+        value, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    for verb in SEED_VERBS:
+        assert main([*verb, "--seeds", value]) == 2, verb
+        assert _one_error_line(capsys) == says, verb
+    for verb in (["run"], ["report"], ["loop", "--from", "agent-v1"]):  # --seed is the same option there
+        assert main([*verb, "--seed", value]) == 2
+        assert _one_error_line(capsys) == says
+    assert not (tmp_path / "dagster_home").exists()  # refused before the instance was opened
+
+
+def test_the_seed_syntax_names_the_same_seeds_for_every_verb(tmp_path, monkeypatch, capsys):
+    import dagster as dg
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main(["report", "--seeds", "0-2,5", "--warehouse", str(tmp_path / "empty")]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("sim_pipeline: ")] == \
+        [f"sim_pipeline: domain 'retail', seed {s}" for s in ("0", "1", "2", "5")]
+    assert main(["backfill", "--versions", "agent-v1", "--seeds", "5", "0-2"]) == 0
+    capsys.readouterr()
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        [backfill] = instance.get_backfills()
+    assert backfill.title == "retail: agent-v1 x seeds 0,1,2,5"
+    assert main(["export", "--format", "openai", "--seeds", "2,0-1", "--warehouse", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert [f"seed {s}: missing" in err for s in "0125"] == [True, True, True, False]
+    assert main(["loop", "--from", "agent-v1", "--seed", "0-2,5"]) == 2
+    assert "--seed names 4 (0,1,2,5). Fix: give one, e.g. --seed 0" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("out", ["/proc/x", "a_file/x"])
+def test_export_to_a_directory_that_cannot_be_made_is_one_line_and_exit_2(out, small_run, tmp_path, monkeypatch,
+                                                                         capsys):
+    base, _ = _copied(small_run, tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(small_run[1]))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("not a directory")
+    assert main(["export", "--format", "openai", "--warehouse", str(base), "--out", out]) == 2
+    err = _one_error_line(capsys)
+    assert err.startswith(f"error: --out {out}: cannot write {out}") and "Fix: pass --out a directory" in err
+
+
+def test_report_of_a_version_never_run_says_so_and_gives_the_run_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    base = tmp_path / "warehouse"
+    assert main(["report", "--seed", "3", "--warehouse", str(base)]) == 0
+    out = capsys.readouterr().out
+    for version in ("agent-v1", "agent-v2"):
+        assert f"  {version:<13} not run for seed 3: the warehouse holds none of its steps" in out
+        assert f"Run: sim-pipeline run --domain retail --seed 3 --versions {version} --warehouse {base}\n" in out
+    assert "0 rollouts" not in out and "publish_gate" not in out
+    assert "delta agent-v2 vs agent-v1: not computed (agent-v1, agent-v2 did not run: see above)" in out
+    assert main(["report", "--domain", "nope"]) == 2  # not an empty summary of a domain that is not there
+    assert "error: domain 'nope': no directory" in _one_error_line(capsys)
+
+
+def test_a_run_its_endpoint_stopped_says_why_in_one_line_and_what_did_not_run(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    from sim_pipeline import defaults
+    from sim_pipeline_tests.scripted_server import ScriptedServer, always
+
+    registry = tmp_path / "policies.yaml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    with ScriptedServer(always(500)) as server:
+        registry.write_text(yaml.safe_dump({
+            "models": {"down-agent": {"model": "openai/scripted-agent", "api_base": server.base_url, "timeout_s": 10}},
+            "defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
+            "policies": {"down-v1": {"domain": "retail", "model": "down-agent"}}}))
+        ran = subprocess.run([sys.executable, "-m", "sim_pipeline.cli", "run", "--versions", "down-v1", "--situations",
+                              "4", "--samples", "1", "--heldout-samples", "1", "--warehouse", str(tmp_path / "wh")],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                             env={**env, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+                                  "SIM_PIPELINE_REGISTRY": str(registry),
+                                  "PYTHONPATH": os.pathsep.join(sys.path)})
+        host = server.base_url.split("//")[1].split("/")[0]
+    assert ran.returncode == 1, ran.stderr[-2000:]
+    summary = ran.stdout[ran.stdout.index("sim_pipeline: domain 'retail'"):]
+    [why] = [line for line in summary.splitlines() if line.startswith("  down-v1 ")]
+    assert why.startswith("  down-v1       STOPPED (run ") and "model 'down-agent' at http://" + host in why
+    assert f"{defaults.MAX_CONSECUTIVE_FAILURES} calls failed in a row" in why and "circuit breaker" in why
+    assert f"  {'':<13} not run: search, rollouts, grades, sft, preference_pairs, grpo_groups, reward_model_set, " \
+        "reward_model_pairs, scores\n" in summary
+    assert "0 rollouts" not in summary and "publish_gate" not in summary
+
+
+def test_backfill_list_shows_each_backfill_and_cancel_marks_one_canceling(tmp_path, monkeypatch, capsys):
+    import dagster as dg
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main(["backfill", "list"]) == 0
+    assert capsys.readouterr().out.startswith("no backfill in the instance at ")
+    assert main(["backfill", "--versions", "agent-v1", "--seeds", "0-1"]) == 0  # a bare launch, as before
+    assert main(["backfill", "launch", "--versions", "agent-v2", "--seeds", "3"]) == 0
+    capsys.readouterr()
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        second, first = instance.get_backfills()
+    assert main(["backfill", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{second.backfill_id}  requested ") and \
+        lines[0].endswith("retail: agent-v2 x seeds 3 (14 asset partitions); runs: no run yet")
+    assert lines[1].startswith(f"{first.backfill_id}  requested ") and \
+        "retail: agent-v1 x seeds 0-1 (25 asset partitions)" in lines[1]
+    assert main(["backfill", "cancel", first.backfill_id]) == 0
+    assert capsys.readouterr().out.startswith(f"backfill {first.backfill_id} marked canceling")
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert instance.get_backfill(first.backfill_id).status == BulkActionStatus.CANCELING
+        assert instance.get_backfill(second.backfill_id).status == BulkActionStatus.REQUESTED
+    assert main(["backfill", "list"]) == 0
+    assert f"{first.backfill_id}  canceling " in capsys.readouterr().out
+    assert main(["backfill", "cancel", "nosuchid"]) == 2
+    err = _one_error_line(capsys)
+    assert "backfill 'nosuchid' is not in the Dagster instance at" in err and "Fix: `sim-pipeline backfill list`" in err
+    assert main(["backfill", "cancel"]) == 2
+    assert "Fix: `sim-pipeline backfill list` shows the ids" in _one_error_line(capsys)

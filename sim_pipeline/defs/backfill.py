@@ -37,21 +37,6 @@ class BackfillPlan:
     targets: frozenset[AssetKeyPartitionKey]
 
 
-def parse_seeds(text: str) -> list[str]:
-    """Seeds from '0-7', '0,2,5' or '3'; anything else, or a seed that is not a partition, is a clear error."""
-    seeds: list[str] = []
-    for item in (part.strip() for part in text.split(",") if part.strip()):
-        low, _, high = item.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise SimPipelineError(f"--seeds '{text}': '{item}' is neither a seed nor a range. Fix: write 0-7 or 0,1")
-        seeds += [str(s) for s in range(int(low), int(high or low) + 1)]
-    unknown = sorted(set(seeds) - set(defaults.SEEDS), key=int)
-    if unknown or not seeds:
-        raise SimPipelineError(f"--seeds '{text}': {unknown or 'nothing'} is not a seed partition. Fix: use some "
-                               f"of {defaults.SEEDS[0]}-{defaults.SEEDS[-1]}")
-    return sorted(set(seeds), key=int)
-
-
 def plan_backfill(domain: str, versions: Sequence[PolicyVersion], seeds: Sequence[str]) -> BackfillPlan:
     """Every step of the domain for the versions on the seeds (deltas only for versions with a baseline)."""
     def asset(step: str) -> dg.AssetKey:
@@ -121,6 +106,47 @@ def backfill_progress(instance: dg.DagsterInstance, backfill_id: str) -> Backfil
     for run in runs:
         counts[run.status.value] = counts.get(run.status.value, 0) + 1
     return BackfillProgress(status=backfill.status.value, runs_by_status=counts)
+
+
+def _targets(backfill: PartitionBackfill) -> str:
+    """What a backfill materializes: its title (sim-pipeline's names versions x seeds), else its assets, and how many
+    partitions."""
+    what = backfill.title or ", ".join("/".join(key.path) for key in backfill.asset_selection or []) or "a backfill"
+    if backfill.asset_backfill_data is not None:
+        return f"{what} ({backfill.asset_backfill_data.target_subset.num_partitions_and_non_partitioned_assets} " \
+            "asset partitions)"
+    if backfill.partition_names is not None:  # a job backfill, launched from the UI
+        return f"{what} ({len(backfill.partition_names)} partitions)"
+    return what
+
+
+def backfill_lines(instance: dg.DagsterInstance, limit: int = defaults.BACKFILL_LIST_LIMIT) -> list[str]:
+    """One line per backfill in the instance, newest first: id, status, when requested, its partitions, its runs."""
+    lines = []
+    for backfill in instance.get_backfills(limit=limit):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(backfill.backfill_timestamp))
+        runs = backfill_progress(instance, backfill.backfill_id).line().split(": ", 1)[1]
+        lines.append(f"{backfill.backfill_id}  {backfill.status.value.lower():<17} {when}  {_targets(backfill)}; "
+                     f"runs: {runs}")
+    if len(lines) == limit and instance.get_backfills_count() > limit:
+        lines.append(f"(the newest {limit}; the UI's Overview > Backfills lists them all)")
+    return lines
+
+
+def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str) -> str:
+    """Mark a requested backfill CANCELING, as the UI's Cancel does (the daemon then launches none of its remaining
+    runs, stops those in flight and marks it canceled); one line saying so."""
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is None:
+        raise SimPipelineError(f"backfill '{backfill_id}' is not in the Dagster instance at {instance.root_directory}. "
+                               "Fix: `sim-pipeline backfill list` shows its backfills' ids (with the same DAGSTER_HOME)")
+    if backfill.status in (BulkActionStatus.CANCELING, BulkActionStatus.CANCELED):
+        return f"backfill {backfill_id} is already {backfill.status.value.lower()}: nothing more to do"
+    if backfill.status != BulkActionStatus.REQUESTED:
+        raise SimPipelineError(f"backfill '{backfill_id}' is {backfill.status.value.lower()}: only a requested "
+                               "backfill can be canceled. Fix: `sim-pipeline backfill list` shows which still are")
+    instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELING))
+    return f"backfill {backfill_id} marked canceling: {_targets(backfill)}"
 
 
 def wait_for_backfill(instance: dg.DagsterInstance, backfill_id: str, *, log: Callable[[str], None] = print,

@@ -26,7 +26,7 @@ from sim_pipeline.defs.automation import (
     train_job,
     train_job_name,
 )
-from sim_pipeline.defs.partitions import partition_key, policy_version_partitions
+from sim_pipeline.defs.partitions import POLICY_STEPS, SEED_STEPS, partition_key, policy_version_partitions
 from sim_pipeline.defs.resources import replaced
 from sim_pipeline.registry import PolicyVersion, load_registry, versions_for
 from sim_pipeline.redaction import redact
@@ -78,6 +78,12 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     return lines
 
 
+def _step_order(step: str) -> tuple[int, str]:
+    """Where a step comes in the pipeline (seed steps, then policy steps, then the rest by name)."""
+    order = ("axes", *SEED_STEPS, *POLICY_STEPS)
+    return (order.index(step) if step in order else len(order), step)
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """One run `materialize_domain` launched."""
@@ -85,6 +91,9 @@ class RunOutcome:
     label: str
     success: bool
     run_id: str
+    partition: str = ""  # its partition key as text ('agent-v1|0', '0'), "" for an unpartitioned run
+    failure: str = ""  # why it stopped, one line: the first failed step and its root error ("" when no step failed)
+    not_run: tuple[str, ...] = ()  # the assets it planned and did not materialize, in pipeline order
 
 
 def made_by(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion],
@@ -131,13 +140,20 @@ def _runner(instance: dg.DagsterInstance, jobs: dg.Definitions, outcomes: list[R
             tags={"sim_pipeline/step": label, LAUNCHED_BY_TAG: LAUNCHED_BY_CLI, PID_TAG: str(os.getpid()),
                   HOST_TAG: socket.gethostname()})
         failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+        causes = []
         for event in result.all_events:
             if event.event_type_value == "STEP_FAILURE" and event.event_specific_data is not None:
                 error = event.event_specific_data.error
                 while error.cause is not None:  # the engine's own message, not Dagster's "error in op" wrapper
                     error = error.cause
-                log(redact(f"    {event.step_key} failed: {error.message.strip()}")[:600])
-        outcomes.append(RunOutcome(label, result.success, result.run_id))
+                causes.append(redact(f"{event.step_key} failed: {' '.join(error.message.split())}"))
+                log(f"    {causes[-1]}"[:600])
+        planned = [r.asset_key for r in instance.get_records_for_run(  # written when the run was made, not executed
+            result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).records]
+        made = {e.asset_key for e in result.get_asset_materialization_events()}
+        outcomes.append(RunOutcome(label, result.success, result.run_id, str(partition or ""),
+                                   causes[0] if causes else "",
+                                   tuple(sorted({key.path[-1] for key in planned if key not in made}, key=_step_order))))
         if not result.success and not failed:
             log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")
         return result.success

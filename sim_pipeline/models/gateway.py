@@ -275,8 +275,9 @@ class Gateway:
             where = f" at {config.api_base}" if config.api_base else ""
             raise ModelCallError(
                 f"model '{config.name}'{where}: {failures} calls failed in a row, each after "
-                f"{defaults.GATEWAY_TRIES} tries (last: {str(exc)[:200]}). Fix: check that the endpoint is up and "
-                f"answers within timeout_s={config.timeout_s:g} s, then re-run") from None
+                f"{defaults.GATEWAY_TRIES} tries, so the circuit breaker stopped the run (last: {str(exc)[:200]}). "
+                f"Fix: check that the endpoint is up and answers within timeout_s={config.timeout_s:g} s, then "
+                "re-run") from None
 
     async def _with_retries(self, config: ModelConfig, messages: list[dict[str, Any]],
                             tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool, limiter: _Limiter,

@@ -189,7 +189,8 @@ def test_an_agent_whose_every_call_fails_stops_the_run_before_anything_is_writte
     versions = versions_for(load_registry(registry_path), "retail")
     summary = render(str(base), "retail", "0", [v for v in versions if v.slug in ("agent-v1", slug)])
     assert "held-out pass@1 0." in summary[:summary.index(f"  {slug}")]  # the healthy version still scores
-    assert "held-out pass@1 n/a" in summary[summary.index(f"  {slug}"):]  # no rows: no score, not a zero
+    assert f"  {slug:<13} not run for seed 0" in summary  # no rows: no score, not a zero
+    assert "pass@1 0." not in summary[summary.index(f"  {slug}"):]
 
 
 def test_no_delta_is_written_from_untrusted_grades(small_defs, instance, registry_path):

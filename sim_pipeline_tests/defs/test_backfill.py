@@ -4,7 +4,6 @@ in dependency order (seed steps, then policy partitions, then each delta after i
 import logging
 
 import dagster as dg
-import pytest
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.test_utils import create_test_daemon_workspace_context
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
@@ -12,8 +11,7 @@ from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.backfill import execute_backfill_iteration
 
 from sim_pipeline import warehouse
-from sim_pipeline.defs.backfill import backfill_progress, launch_backfill, parse_seeds, plan_backfill
-from sim_pipeline.errors import SimPipelineError
+from sim_pipeline.defs.backfill import backfill_progress, launch_backfill, plan_backfill
 from sim_pipeline.registry import load_registry
 
 # sqlite storage; each run the daemon launches executes there and then, so one thread can follow the whole backfill
@@ -22,14 +20,6 @@ SYNCHRONOUS_RUNS = {
     "run_launcher": {"module": "dagster._core.launcher.sync_in_memory_run_launcher", "class": "SyncInMemoryRunLauncher"},
 }
 ITERATIONS = 40  # each daemon iteration launches the runs whose parents are done; the graph is 5 levels deep
-
-
-def test_seeds_parse_as_ranges_and_lists_and_refuse_the_rest():
-    assert parse_seeds("0-7") == [str(s) for s in range(8)]
-    assert parse_seeds("3,1,1") == ["1", "3"]
-    for bad in ("8", "a-b", "0-9", ""):
-        with pytest.raises(SimPipelineError, match="--seeds"):
-            parse_seeds(bad)
 
 
 def test_a_backfill_of_two_versions_runs_every_step_under_the_daemon(tmp_path, registry_path, monkeypatch):
