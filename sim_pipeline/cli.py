@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 INSTANCE_CONFIG = Path(__file__).parent / "defs" / "dagster.yaml"  # the project's local instance settings
 UNVERIFIED_FLAG = "--allow-unverified"  # warehouse.UNVERIFIED_FLAG, which its refusals name (not imported: pyarrow)
+WAIT_HELP = ("when another sim-pipeline process, or a run the Dagster daemon launched, is running one of this "
+             "command's partitions, wait for it to finish and then run (its model calls come from the response "
+             "cache) instead of refusing")
 UNVERIFIED_HELP = ("read a warehouse file that has neither its .sha256 sidecar nor a content_sha256 recorded in the "
                    "Dagster instance, printing a WARNING line for each (default: refuse it)")
 
@@ -61,7 +64,7 @@ def _chosen_versions(domain: str, asked_items: list[str] | None) -> list[PolicyV
 def cmd_run(args: argparse.Namespace) -> int:
     """Materialize every step for one seed and the domain's versions, then print the summary."""
     from sim_pipeline.defs.io import verifying_with
-    from sim_pipeline.defs.launch import made_by, materialize_domain, sync_partitions
+    from sim_pipeline.defs.launch import claim_partitions, made_by, materialize_domain, new_claim, sync_partitions
     from sim_pipeline.domain import load_domain
     from sim_pipeline.kind_guesses import guess_lines
     from sim_pipeline.models.confusable import confusable_pairs
@@ -84,19 +87,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     instance = _instance()
     sync_partitions(instance, [args.domain])
     outcomes = []
-    for seed in seeds:
-        started = time.perf_counter()
-        print(f"Materializing domain '{args.domain}' seed {seed} for {[v.slug for v in versions]} "
-              f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
-        ran = materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes,
-                                 concurrency=args.concurrency)
-        outcomes += ran
-        with verifying_with(instance):
-            summary = render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
-                             made_by=made_by(instance, args.domain, seed, versions, {o.run_id for o in ran}),
-                             stopped=stopped_lines(ran, seed, versions))
-        print()
-        print(summary)
+    with new_claim(instance, wait=args.wait) as claim:
+        # Every seed's partitions before the first runs: a busy one is refused before anything is paid for.
+        claim_partitions(instance, claim, args.domain, seeds, versions)
+        for seed in seeds:
+            started = time.perf_counter()
+            print(f"Materializing domain '{args.domain}' seed {seed} for {[v.slug for v in versions]} "
+                  f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
+            ran = materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes,
+                                     concurrency=args.concurrency, claim=claim)
+            outcomes += ran
+            with verifying_with(instance):
+                summary = render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
+                                 made_by=made_by(instance, args.domain, seed, versions, {o.run_id for o in ran}),
+                                 stopped=stopped_lines(ran, seed, versions))
+            print()
+            print(summary)
     failed = [o.label for o in outcomes if not o.success]
     if failed:
         print(f"\n{len(failed)} run(s) did not fully succeed: {failed}")
@@ -212,7 +218,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
     print(f"Loop from {args.source} ({', '.join(methods)}) on seed {seed} "
           f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
     with verifying_with(instance):
-        result = run_loop(instance, args.source, methods, seed, warehouse=args.warehouse)
+        result = run_loop(instance, args.source, methods, seed, warehouse=args.warehouse, wait=args.wait)
         versions = [result.source, *result.trained.values()]
         summary = render(args.warehouse, result.source.domain, seed, versions,
                          seconds=time.perf_counter() - started,
@@ -391,6 +397,7 @@ def parser() -> argparse.ArgumentParser:
                           "depend on it")
     run.add_argument("--allow-failed-checks", action="store_true",
                      help="exit 0 even when a blocking check (judge trust, publish gate) stopped a run")
+    run.add_argument("--wait", action="store_true", help=WAIT_HELP)
     run.set_defaults(fn=cmd_run)
     report.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
     report.set_defaults(fn=cmd_report)
@@ -434,6 +441,7 @@ def parser() -> argparse.ArgumentParser:
     _seeds_option(loop, ["0"], "(one seed: the cuts the versions train from; default 0)")
     loop.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                       help="Parquet base path (default data/warehouse)")
+    loop.add_argument("--wait", action="store_true", help=WAIT_HELP)
     loop.set_defaults(fn=cmd_loop)
     pol = verbs.add_parser("policies", help="the policy registry (data/policies.yaml)")
     pol.add_argument("action", choices=["list", "sync"], help="list versions, or register them as partitions")

@@ -15,6 +15,8 @@ SEEDS_NAMED_IN_ERRORS = 3  # seeds outside the partitions a --seeds error names:
 # `--seeds 0-99999` stays one short line
 SEEDS_TEXT_SHOWN = 40  # characters of a bad --seeds value an error quotes (longer ones end in '...')
 STOP_LINE_CHARS = 500  # a stopped run's cause in the summary: the breaker's message fits; the UI has the rest
+PARTITION_POLL_SECONDS = 5.0  # how often `sim-pipeline run --wait` reads the instance for a daemon-launched run of
+# its partition to end: such a run takes tens of seconds or more
 SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
 DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipped ones reach 10): deeper is a mistake,
 # and the YAML/JSON parsers and schema checks recurse once per level, towards Python's stack limit

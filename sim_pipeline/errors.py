@@ -49,6 +49,15 @@ class WarehouseError(SimPipelineError):
     """A warehouse file is missing its content, corrupt, or does not match the checksum recorded when it was written."""
 
 
+class PartitionBusy(SimPipelineError):
+    """A partition another process is running now; `name` is its lock and `holder` what the holder recorded."""
+
+    def __init__(self, message: str, name: str = "", holder: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.holder = holder or {}
+
+
 def one_line(exc: BaseException) -> str:
     """An error on one line (YAML errors span several), named by its class when it is not one of the project's own."""
     text = " ".join(str(exc).split())

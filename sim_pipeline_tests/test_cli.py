@@ -422,3 +422,52 @@ def test_backfill_list_shows_each_backfill_and_cancel_marks_one_canceling(tmp_pa
     assert "backfill 'nosuchid' is not in the Dagster instance at" in err and "Fix: `sim-pipeline backfill list`" in err
     assert main(["backfill", "cancel"]) == 2
     assert "Fix: `sim-pipeline backfill list` shows the ids" in _one_error_line(capsys)
+
+
+# -- one run per partition at a time (issue 29, item 6) ---------------------------------------------------------
+def test_a_second_sim_pipeline_run_of_a_running_partition_is_refused_and_a_killed_one_holds_nothing(tmp_path,
+                                                                                                     http_agent):
+    """Two `sim-pipeline run` processes on one partition: the second is refused before any model call, naming the
+    first; after the first is killed with SIGKILL, the next run of the partition is not blocked."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    import yaml
+
+    registry = tmp_path / "policies.yaml"
+    registry.write_text(yaml.safe_dump({"defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
+                                        "policies": {"http-v1": {"domain": "retail", "model": "openai/scripted-agent"}}}))
+    held, release = threading.Event(), threading.Event()
+
+    def responder(request):  # the first call waits (one call in flight: --concurrency 1); later ones answer at once
+        if not held.is_set():
+            held.set()
+            release.wait(120)
+        return {"content": "Sorry, I'm not able to help with that request."}
+
+    server = http_agent(responder)
+    env = {**os.environ, "SIM_PIPELINE_REGISTRY": str(registry), "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-c", "from sim_pipeline.cli import program; program()", "run", "--versions", "http-v1",
+               "--seed", "0", "--situations", "2", "--phrasings", "1", "--samples", "1", "--heldout-samples", "1",
+               "--concurrency", "1", "--warehouse", str(tmp_path / "warehouse"), "--allow-failed-checks"]
+    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert held.wait(120), "the first run never called the model"
+        second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"is being run by another sim-pipeline process: pid {first.pid} on " in second.stderr
+        assert "retail_policy_job" in second.stderr and "pass --wait" in second.stderr
+        assert len(server.requests) == 1  # the second run paid for nothing
+        first.send_signal(signal.SIGKILL)
+        first.wait(60)
+    finally:
+        first.kill()
+        release.set()
+    third = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert f"died (pid {first.pid}); marked failed" in third.stderr  # its run, left STARTED by the kill
+    assert "Materializing domain 'retail' seed 0" in third.stdout and len(server.requests) > 1

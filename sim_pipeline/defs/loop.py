@@ -18,7 +18,8 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from sim_pipeline.defs.launch import RunOutcome, materialize_domain, sync_partitions, train_partition
+from sim_pipeline.defs.launch import RunOutcome, materialize_domain, new_claim, sync_partitions, train_partition
+from sim_pipeline.defs.partition_lock import PartitionClaim
 from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.models.trained_profiles import trained_dir
 from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_registry, same_slug, write_with_versions
@@ -52,10 +53,19 @@ def trained_slug(source: str, method: str) -> str:
 
 def run_loop(instance: dg.DagsterInstance, source_slug: str, methods: list[str], seed: str, *, warehouse: str,
              log: Callable[[str], None] = print, sizes: Mapping[str, Any] | None = None,
-             registry_path: Path | None = None) -> LoopResult:
+             registry_path: Path | None = None, wait: bool = False) -> LoopResult:
     """Steps 1-4 of the module docstring (`registry_path`: the project registry, REGISTRY_PATH by default); stops
-    early, with the outcomes so far, when a step fails."""
-    project = Path(registry_path or REGISTRY_PATH)
+    early, with the outcomes so far, when a step fails. Each partition it runs stays claimed until the loop ends
+    (launch.claim_partitions): a busy one is waited for (`wait`) or refused."""
+    with new_claim(instance, wait=wait, log=log) as claim:
+        return _loop(instance, source_slug, methods, seed, warehouse=warehouse, log=log, sizes=sizes,
+                     project=Path(registry_path or REGISTRY_PATH), claim=claim)
+
+
+def _loop(instance: dg.DagsterInstance, source_slug: str, methods: list[str], seed: str, *, warehouse: str,
+          log: Callable[[str], None], sizes: Mapping[str, Any] | None, project: Path,
+          claim: PartitionClaim) -> LoopResult:
+    """run_loop's steps, its partitions claimed in `claim`."""
     registry = load_registry(project)
     if source_slug not in registry:
         raise SimPipelineError(f"--from {source_slug}: no such version in {project}. Fix: use one of "
@@ -70,12 +80,12 @@ def run_loop(instance: dg.DagsterInstance, source_slug: str, methods: list[str],
     result = LoopResult(source, seed)
     sync_partitions(instance, [source.domain], registry_path=str(project))
     result.outcomes += materialize_domain(instance, source.domain, seed, [source], warehouse=warehouse, log=log,
-                                          sizes=sizes, registry=str(project))
+                                          sizes=sizes, registry=str(project), claim=claim)
     if not all(o.success for o in result.outcomes):
         log(f"  {source.slug}|{seed} did not fully succeed: nothing to train from")
         return result
     result.outcomes.append(train_partition(instance, source.domain, seed, source, warehouse=warehouse, log=log,
-                                           registry=str(project)))
+                                           registry=str(project), claim=claim))
     if not result.outcomes[-1].success:
         return result
     table = read_table(partition_path(warehouse, source.domain, "trained_policy", policy_version=source.slug,
@@ -96,7 +106,8 @@ def run_loop(instance: dg.DagsterInstance, source_slug: str, methods: list[str],
     result.trained = {method: loop_registry[trained_slug(source.slug, method)] for method in trained["method"]}
     sync_partitions(instance, [source.domain], registry_path=str(result.registry))
     result.outcomes += materialize_domain(instance, source.domain, seed, list(result.trained.values()),
-                                          warehouse=warehouse, log=log, sizes=sizes, registry=str(result.registry))
+                                          warehouse=warehouse, log=log, sizes=sizes, registry=str(result.registry),
+                                          claim=claim)
     return result
 
 
