@@ -11,6 +11,7 @@ import pandas as pd
 from sim_pipeline import cover, warehouse
 from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
+from sim_pipeline.defaults import GRPO_MIN_GROUP
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.judge_trust import recorded_trust
 from sim_pipeline.measure.passat import NOOP_FLOOR
@@ -33,6 +34,7 @@ class VersionSummary:
     rollouts: int
     health: Health
     fit: pd.DataFrame | None  # per-tool world fit (rollout/world_fit.py); None without rollouts
+    inapplicable: frozenset[str] = frozenset()  # cuts that cannot exist at this size (GRPO with one sample)
 
     @property
     def holds_nothing(self) -> bool:
@@ -86,7 +88,17 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
                   if t is not None and len(t)]
         fit = domain_fit(load_domain(domain), rollouts, pd.concat(played, ignore_index=True) if played else
                          pd.DataFrame(columns=["situation_id", "intent_tool", "expect_write"]))
-    return VersionSummary(version.slug, p1, floor, verdict, flags, cuts, health.rollouts, health, fit)
+    return VersionSummary(version.slug, p1, floor, verdict, flags, cuts, health.rollouts, health, fit,
+                          frozenset({"grpo_groups"}) if cuts.get("grpo_groups") == 0 and _one_sample(grades) else
+                          frozenset())
+
+
+def _one_sample(grades: pd.DataFrame | None) -> bool:
+    """Whether no train prompt has the GRPO_MIN_GROUP samples a GRPO group needs (`run --samples 1`)."""
+    if grades is None or not len(grades):
+        return False
+    train = grades[grades["split"] == "train"]
+    return bool(len(train)) and int(train.groupby(["situation_id", "phrasing_index"]).size().max()) < GRPO_MIN_GROUP
 
 
 def _distrusted(summary: VersionSummary, version: PolicyVersion) -> bool:
@@ -185,7 +197,9 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         if _distrusted(s, v):
             cuts = f"withheld (judge trust {s.judge_verdict}: the publish gates wrote no cut)"
         else:
-            cuts = ", ".join(f"{k} {n if n is not None else 'not written (see its publish_gate check)'}"
+            cuts = ", ".join(f"{k} not applicable (one sample per prompt: a group needs {GRPO_MIN_GROUP})"
+                             if k in s.inapplicable else
+                             f"{k} {n if n is not None else 'not written (see its publish_gate check)'}"
                              for k, n in s.cut_rows.items())
         lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1}{by(f'grades|{v.slug}')}",
                   f"  {'':<13} world fit: {fit_sentence(s.fit) if s.fit is not None else 'no rollouts'}",

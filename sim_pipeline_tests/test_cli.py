@@ -471,3 +471,24 @@ def test_a_second_sim_pipeline_run_of_a_running_partition_is_refused_and_a_kille
     assert third.returncode == 0, third.stderr[-2000:]
     assert f"died (pid {first.pid}); marked failed" in third.stderr  # its run, left STARTED by the kill
     assert "Materializing domain 'retail' seed 0" in third.stdout and len(server.requests) > 1
+
+
+# -- issue 30, item 5: a cut that cannot exist at this size is not applicable, not a failed run -------------------
+def test_a_run_with_one_sample_per_prompt_exits_0_and_says_grpo_is_not_applicable(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    registry = tmp_path / "policies.yaml"
+    # Opted out of the judge gate: at this size (a handful of tasks) it is inconclusive, which is not under test here.
+    registry.write_text(yaml.safe_dump({"policies": {"one-v1": {"domain": "retail", "model": "sim/agent-v2",
+                                                                "judge_trust_opt_out": True}}}))
+    ran = subprocess.run([sys.executable, "-m", "sim_pipeline.cli", "run", "--versions", "one-v1", "--situations", "12",
+                          "--samples", "1", "--heldout-samples", "1", "--warehouse", str(tmp_path / "wh")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+                              "SIM_PIPELINE_REGISTRY": str(registry), "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert "grpo_groups not applicable (one sample per prompt: a group needs 2)" in ran.stdout
+    assert "not written" not in ran.stdout

@@ -117,6 +117,13 @@ def _trust_reasons(*, judge_trusted: bool, opt_out: bool) -> list[str]:
     return [reason]
 
 
+def grpo_applicable(group_stats: dict | None) -> bool:
+    """Whether a GRPO cut can exist: some complete prompt group has GRPO_MIN_GROUP samples (not so with --samples 1)."""
+    if not group_stats or not group_stats.get("groups"):
+        return True  # no train rollouts, or no counts: the gate's other reasons speak
+    return group_stats.get("too_small", 0) < group_stats["groups"] - group_stats.get("incomplete", 0)
+
+
 def _group_reasons(cut: pd.DataFrame, group_stats: dict | None) -> list[str]:
     if "group_id" not in cut.columns or "group_size" not in cut.columns or "reward" not in cut.columns:
         raise CutError("a grpo cut must carry group_id, group_size and reward; build it with select_for_rl")
@@ -124,6 +131,8 @@ def _group_reasons(cut: pd.DataFrame, group_stats: dict | None) -> list[str]:
     rows, size, passes = by_group.size(), by_group["group_size"].first(), by_group["passed"].sum()
     reasons = []
     mixed = int(((passes > 0) & (passes < rows)).sum())
+    if not grpo_applicable(group_stats):
+        return reasons  # one sample per prompt: no group can exist, the cut is empty by construction, not refused
     if mixed == 0 or (group_stats is not None and group_stats.get("mixed", 0) == 0):
         reasons.append(
             "the grpo cut has no mixed group (every group all passes or all fails): "
