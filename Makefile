@@ -9,8 +9,9 @@ WORKERS ?= 2
 KEEP ?= 0
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export LITELLM_LOCAL_MODEL_COST_MAP := True
-# The local Redis as Celery broker and result backend unless the environment names others (deploy/README-scale.md).
-export SIM_PIPELINE_CELERY_BROKER ?= redis://127.0.0.1:6379/0
+# The local RabbitMQ as Celery broker and Redis as result backend unless the environment names others
+# (deploy/README-scale.md).
+export SIM_PIPELINE_CELERY_BROKER ?= pyamqp://guest@127.0.0.1:5672//
 export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 
 .PHONY: run loop test test-train test-verl dev bench lint clean scale-up scale-down
@@ -35,7 +36,7 @@ test: $(BIN)/sim-pipeline  ## the test suite (the trainer tests run too once the
 
 $(VENV)/.train: $(BIN)/sim-pipeline
 	$(BIN)/pip install --quiet "torch==2.13.0"  # the CPU wheel on this machine's disk, before anything asks for torch
-	$(BIN)/pip install --quiet -e ".[dev,train,scale]"  # CI runs the deploy tests too (PostgreSQL, Redis)
+	$(BIN)/pip install --quiet -e ".[dev,train,scale]"  # CI runs the deploy tests too (PostgreSQL, RabbitMQ, Redis)
 	touch $@
 
 test-train: $(VENV)/.train  ## the test suite with the trainer tests required (what CI runs)

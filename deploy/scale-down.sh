@@ -3,7 +3,7 @@
 #
 # Each worker gets SIGTERM (a warm shutdown: it finishes the step it is running, takes no new one). One still
 # running after SIM_PIPELINE_WORKER_STOP_TIMEOUT seconds is killed with its process group; its step's message was
-# not acknowledged (task_acks_late), so Redis hands it to another worker after the visibility timeout.
+# not acknowledged (task_acks_late), so RabbitMQ hands it to another worker as soon as the worker's connection closes.
 # Only processes named by the pid files in $SIM_PIPELINE_WORKER_DIR are signalled, and only if they are Celery.
 set -euo pipefail
 

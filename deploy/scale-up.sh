@@ -8,7 +8,7 @@
 #
 # Variables (all optional but DAGSTER_HOME and the two Celery URLs):
 #   DAGSTER_HOME                    the instance directory (deploy/dagster.yaml copied there for production)
-#   SIM_PIPELINE_CELERY_BROKER      e.g. redis://127.0.0.1:6379/0
+#   SIM_PIPELINE_CELERY_BROKER      e.g. pyamqp://guest@127.0.0.1:5672//
 #   SIM_PIPELINE_CELERY_BACKEND     e.g. redis://127.0.0.1:6379/1
 #   SIM_PIPELINE_WORKERS            N when no argument is given
 #   SIM_PIPELINE_WORKER_DIR         pid files and logs (default .celery_workers in the repository)
@@ -31,7 +31,7 @@ CONFIG="${SIM_PIPELINE_CELERY_CONFIG:-$REPO/deploy/celery.yaml}"
 BIN="${SIM_PIPELINE_BIN:-$REPO/.venv/bin}"
 
 : "${DAGSTER_HOME:?must name the instance directory whose dagster.yaml the runs use}"
-: "${SIM_PIPELINE_CELERY_BROKER:?must be the broker URL the code location uses, e.g. redis://127.0.0.1:6379/0}"
+: "${SIM_PIPELINE_CELERY_BROKER:?must be the broker URL the code location uses, e.g. pyamqp://guest@127.0.0.1:5672//}"
 : "${SIM_PIPELINE_CELERY_BACKEND:?must be the result backend URL the code location uses, e.g. redis://127.0.0.1:6379/1}"
 if ! [[ "$N" =~ ^[0-9]+$ ]]; then
   echo "scale-up: N must be a whole number, got '$N'. Fix: deploy/scale-up.sh 4" >&2

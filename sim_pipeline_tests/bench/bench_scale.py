@@ -17,10 +17,10 @@ bind. A trivial step costs about 1.9 s more through Celery than in-process (an o
 location, a worker rebuilding the job for its step). The server counts its calls: a round that made none (a
 response cache answering) would be reported as an error, not as throughput.
 
-The production pieces: deploy/dagster.yaml on a fresh PostgreSQL database, deploy/celery.yaml on Redis (a queue
-of the benchmark's own), workers started and stopped by deploy/scale-up.sh / scale-down.sh. Each worker process
-imports this module as its code location (`defs`). Without PostgreSQL, Redis or the [scale] extra it returns no
-figures and prints why. About 3.5 minutes on 2 cores.
+The production pieces: deploy/dagster.yaml on a fresh PostgreSQL database, deploy/celery.yaml on RabbitMQ and Redis
+(a queue of the benchmark's own), workers started and stopped by deploy/scale-up.sh / scale-down.sh. Each worker
+process imports this module as its code location (`defs`). Without PostgreSQL, RabbitMQ, Redis or the [scale] extra
+it returns no figures and prints why. About 3.5 minutes on 2 cores (measured with Redis as the broker).
 
     python -m sim_pipeline_tests.bench scale
 """
@@ -144,13 +144,13 @@ def _absent() -> str | None:
     """Why the benchmark cannot run here, or None."""
     import importlib.util
 
-    from sim_pipeline_tests.deploy.services import POSTGRES, REDIS
+    from sim_pipeline_tests.deploy.services import POSTGRES, RABBITMQ, REDIS
 
     missing = [m for m in ("dagster_celery", "redis", "dagster_postgres", "psycopg2")
                if importlib.util.find_spec(m) is None]
     if missing:
         return f"{', '.join(missing)} not installed (the [scale] extra)"
-    for service, address in (("PostgreSQL", POSTGRES), ("Redis", REDIS)):
+    for service, address in (("PostgreSQL", POSTGRES), ("RabbitMQ", RABBITMQ), ("Redis", REDIS)):
         try:
             socket.create_connection(address, timeout=3).close()
         except OSError as exc:
@@ -219,7 +219,13 @@ def _measure(tmp: Path) -> list[dict]:
 
     from sim_pipeline.defs import provider_queue
     from sim_pipeline.defs.partitions import partition_key
-    from sim_pipeline_tests.deploy.services import PRODUCTION_CELERY, REDIS, fresh_database, production_home
+    from sim_pipeline_tests.deploy.services import (
+        CELERY_BACKEND,
+        CELERY_BROKER,
+        PRODUCTION_CELERY,
+        fresh_database,
+        production_home,
+    )
     from sim_pipeline_tests.deploy.test_definitions_celery import _forget_queue, _stop_workers
 
     from sim_pipeline_tests.scripted_server import ScriptedServer
@@ -237,8 +243,7 @@ def _measure(tmp: Path) -> list[dict]:
     warehouse, worker_dir = tmp / "warehouse", tmp / "workers"
     with fresh_database() as database:
         env = {**production_home(tmp / "dagster_home", database),
-               "SIM_PIPELINE_CELERY_BROKER": f"redis://{REDIS[0]}:{REDIS[1]}/0",
-               "SIM_PIPELINE_CELERY_BACKEND": f"redis://{REDIS[0]}:{REDIS[1]}/1",
+               "SIM_PIPELINE_CELERY_BROKER": CELERY_BROKER, "SIM_PIPELINE_CELERY_BACKEND": CELERY_BACKEND,
                "SIM_PIPELINE_CELERY_CONFIG": str(tmp / "celery.yaml"), "SIM_PIPELINE_CELERY_QUEUE": queue,
                "SIM_PIPELINE_WORKER_DIR": str(worker_dir), "SIM_PIPELINE_WORKER_STOP_TIMEOUT": "30",
                WAREHOUSE_VARIABLE: str(warehouse), REGISTRY_VARIABLE: str(registry),

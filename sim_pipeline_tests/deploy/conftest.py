@@ -1,4 +1,5 @@
-"""Fixtures of the deploy tests: a fresh PostgreSQL database with the production instance on it, and a registry.
+"""Fixtures of the deploy tests: a fresh PostgreSQL database with the production instance on it, a registry, and the
+Celery broker.
 
 deploy/ is not part of the installed package: the repository root goes on sys.path here, before any test module
 imports `deploy`, whether pytest runs as `python -m pytest` (which adds the working directory) or as `pytest`.
@@ -14,7 +15,9 @@ import yaml
 
 from sim_pipeline_tests.deploy.locations import REGISTRY
 from sim_pipeline_tests.deploy.services import (
+    CELERY_BROKER,
     POSTGRES,
+    RABBITMQ,
     REPO,
     fresh_database,
     production_home,
@@ -55,3 +58,10 @@ def production_instance(postgres_home) -> Iterator[dg.DagsterInstance]:
         yield instance
     finally:
         instance.dispose()
+
+
+@pytest.fixture
+def celery_broker() -> str:
+    """The broker URL of a Celery test's workers and orchestrators (celery_environment): the machine's RabbitMQ."""
+    require("RabbitMQ", RABBITMQ)
+    return CELERY_BROKER

@@ -1,5 +1,5 @@
-"""The machine's services the deploy tests use (PostgreSQL and Redis on loopback), a fresh database per test, and a
-DAGSTER_HOME holding the production deploy/dagster.yaml, unchanged, pointed at that database.
+"""The machine's services the deploy tests use (PostgreSQL, RabbitMQ and Redis on loopback), a fresh database per
+test, and a DAGSTER_HOME holding the production deploy/dagster.yaml, unchanged, pointed at that database.
 
 A service that is not there skips its tests outside CI; under CI (the CI variable set) they fail instead, so a CI
 machine without the service can never pass by skipping.
@@ -10,9 +10,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +28,12 @@ PRODUCTION_INSTANCE = REPO / "deploy" / "dagster.yaml"
 PRODUCTION_CELERY = REPO / "deploy" / "celery.yaml"
 POSTGRES = ("127.0.0.1", 5432)  # loopback only: the tests never reach another host
 REDIS = ("127.0.0.1", 6379)
+RABBITMQ = ("127.0.0.1", 5672)
+# The Celery URLs of deploy/README-scale.md: RabbitMQ as the broker (a dead worker's unacknowledged step returns to
+# the queue when its connection drops) and Redis as the result backend. RabbitMQ's default `guest` account, which
+# it accepts only over loopback.
+CELERY_BROKER = f"pyamqp://guest@{RABBITMQ[0]}:{RABBITMQ[1]}//"
+CELERY_BACKEND = f"redis://{REDIS[0]}:{REDIS[1]}/1"
 PG_USER = "postgres"  # trust authentication on this machine and CI's: no password
 PG_MAINTENANCE_DB = "test"  # an existing database to connect to while creating and dropping the test's own
 # Trust authentication ignores a password, so the tests give one nobody uses and check it is written nowhere.
@@ -194,5 +202,106 @@ def private_postgres() -> Iterator[PrivatePostgres]:
         try:
             if (root / "data" / "postmaster.pid").exists():
                 server._pg_ctl("-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+# Debian's server scripts, run directly: /usr/sbin's wrappers switch to the account with `su`, which drops the
+# environment that names the private node.
+RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
+RABBITMQ_ACCOUNT = "rabbitmq"  # the server runs as this account, whose home holds the Erlang cookie the CLI needs
+PRIVATE_RABBITMQ_START_TIMEOUT_S = 60  # a node boots in about 8 s here the first time, 3 s on a restart
+PRIVATE_RABBITMQ_POLL_S = 0.25  # how often start and stop look at the node's AMQP port
+
+
+class PrivateRabbitMQ:
+    """A RabbitMQ node of one test's own (its own name, data directory, loopback AMQP and distribution ports), so a
+    test can stop and restart it without touching the machine's broker other tests use."""
+
+    def __init__(self, root: Path, port: int, dist_port: int):
+        self.root, self.port, self.dist_port = root, port, dist_port
+        self.node = f"sim-pipeline-test-{uuid.uuid4().hex[:12]}@localhost"
+        self.url = f"pyamqp://guest@{RABBITMQ[0]}:{port}//"
+
+    def _run(self, script: str, *args: str) -> None:
+        import pwd
+
+        home = pwd.getpwnam(RABBITMQ_ACCOUNT).pw_dir
+        environment = {"HOME": home, "RABBITMQ_NODENAME": self.node, "RABBITMQ_DIST_PORT": str(self.dist_port),
+                       "RABBITMQ_CONFIG_FILE": str(self.root / "rabbitmq.conf"),
+                       "RABBITMQ_MNESIA_BASE": str(self.root / "mnesia"), "RABBITMQ_LOG_BASE": str(self.root / "log"),
+                       "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.root / "enabled_plugins"),
+                       "RABBITMQ_PID_FILE": str(self.root / "pid")}
+        prefix = ["runuser", "-u", RABBITMQ_ACCOUNT, "--"] if os.geteuid() == 0 else []
+        subprocess.run([*prefix, "env", *(f"{k}={v}" for k, v in environment.items()), str(RABBITMQ_BIN / script),
+                        *args], check=True, capture_output=True, text=True, timeout=PRIVATE_RABBITMQ_START_TIMEOUT_S)
+
+    def _accepts(self) -> bool:
+        try:
+            socket.create_connection((RABBITMQ[0], self.port), timeout=CONNECT_TIMEOUT_S).close()
+            return True
+        except OSError:
+            return False
+
+    def _wait(self, accepting: bool) -> None:
+        deadline = time.monotonic() + PRIVATE_RABBITMQ_START_TIMEOUT_S
+        while self._accepts() != accepting:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"RabbitMQ node {self.node} still {'closed' if accepting else 'open'} after "
+                                   f"{PRIVATE_RABBITMQ_START_TIMEOUT_S} s (its log: {self.root / 'log'})")
+            time.sleep(PRIVATE_RABBITMQ_POLL_S)
+
+    def start(self) -> None:
+        """Start the node and wait until it accepts AMQP connections."""
+        self._run("rabbitmq-server", "-detached")
+        self._wait(accepting=True)
+
+    def stop(self) -> None:
+        """Stop the node (its connections close; durable queues and persistent messages stay on disk)."""
+        self._run("rabbitmqctl", "-n", self.node, "stop")
+        self._wait(accepting=False)
+
+    def kill(self) -> None:
+        """Kill the node's Erlang VM, named by its pid file, if it still runs."""
+        try:
+            pid = int((self.root / "pid").read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return
+        try:
+            ours = self.node.split("@")[0].encode() in Path(f"/proc/{pid}/cmdline").read_bytes()  # not a recycled pid
+        except FileNotFoundError:
+            return
+        if ours:
+            os.kill(pid, signal.SIGKILL)
+
+
+@contextmanager
+def private_rabbitmq() -> Iterator[PrivateRabbitMQ]:
+    """A started PrivateRabbitMQ, stopped and deleted afterwards; skips (fails under CI) without the server's scripts
+    or the `rabbitmq` account."""
+    import pwd
+
+    if not (RABBITMQ_BIN / "rabbitmq-server").exists() or shutil.which("runuser") is None:
+        _missing(f"RabbitMQ's server scripts ({RABBITMQ_BIN}) or runuser are not installed")
+    try:
+        account = pwd.getpwnam(RABBITMQ_ACCOUNT)
+    except KeyError:
+        _missing(f"there is no `{RABBITMQ_ACCOUNT}` account to run a private RabbitMQ node as")
+    if os.geteuid() not in (0, account.pw_uid):
+        _missing("a private RabbitMQ node needs root or the `rabbitmq` account")
+    root = Path(tempfile.mkdtemp(prefix="sim-pipeline-rabbitmq-"))  # not under tmp_path: the account must reach it
+    port = _free_port()
+    server = PrivateRabbitMQ(root, port, next(p for p in iter(_free_port, None) if p != port))
+    (root / "rabbitmq.conf").write_text(f"listeners.tcp.local = {RABBITMQ[0]}:{server.port}\n")
+    for path in (root, root / "rabbitmq.conf"):
+        os.chown(path, account.pw_uid, account.pw_gid)
+    try:
+        server.start()
+        yield server
+    finally:
+        try:
+            server.stop()
+        except (subprocess.SubprocessError, TimeoutError):
+            server.kill()  # it never started, or does not stop
         finally:
             shutil.rmtree(root, ignore_errors=True)

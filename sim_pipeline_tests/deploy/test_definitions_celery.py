@@ -1,6 +1,7 @@
-"""The Celery executor (deploy/definitions_celery.py) on Redis, on the production instance (PostgreSQL): two workers
-started by deploy/scale-up.sh run a policy partition's steps in their own processes, the Parquet written is byte for
-byte that of the same partition run in one process, and deploy/scale-down.sh stops the workers it is asked to."""
+"""The Celery executor (deploy/definitions_celery.py) on RabbitMQ (broker) and Redis (result backend), on the production
+instance (PostgreSQL): two workers started by deploy/scale-up.sh run a policy partition's steps in their own
+processes, the Parquet written is byte for byte that of the same partition run in one process, and
+deploy/scale-down.sh stops the workers it is asked to."""
 
 import hashlib
 import json
@@ -28,6 +29,9 @@ from sim_pipeline_tests.deploy.locations import (
     small_definitions,
 )
 from sim_pipeline_tests.deploy.services import (
+    CELERY_BACKEND,
+    CELERY_BROKER,
+    CONNECT_TIMEOUT_S,
     PG_PASSWORD_SENTINEL,
     PRODUCTION_CELERY,
     REDIS,
@@ -36,8 +40,6 @@ from sim_pipeline_tests.deploy.services import (
     require_modules,
 )
 
-BROKER = f"redis://{REDIS[0]}:{REDIS[1]}/0"
-BACKEND = f"redis://{REDIS[0]}:{REDIS[1]}/1"
 WORKERS = 2
 RUN_TIMEOUT_S = 300  # the three small runs take about 25 s on two cores; a step no worker takes fails here instead
 SCRIPT_TIMEOUT_S = 120  # scale-up gives each worker 60 s to be ready; scale-down is given STOP_TIMEOUT_S below
@@ -96,23 +98,23 @@ def _stop_workers(worker_dir: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _forget_queue(queue: str) -> None:
-    """Delete the test queue's keys from the broker (its bindings; the queue's lists are gone once empty)."""
-    import redis
+def _forget_queue(queue: str, broker: str = CELERY_BROKER) -> None:
+    """Delete the test's queue and its exchange (Celery names the default exchange after the queue) from RabbitMQ:
+    both are durable, so they would outlive the test."""
+    from kombu import Connection
 
-    client = redis.Redis(host=REDIS[0], port=REDIS[1], db=0, socket_timeout=5)
-    try:
-        for key in list(client.scan_iter(match=f"*{queue}*")):
-            client.delete(key)
-    finally:
-        client.close()
+    with Connection(broker, connect_timeout=CONNECT_TIMEOUT_S) as connection:
+        channel = connection.channel()
+        channel.queue_delete(queue)
+        channel.exchange_delete(queue)
 
 
 @pytest.fixture
-def celery_environment(postgres_home, registry_path, tmp_path, monkeypatch):
-    """The environment of the test, its orchestrator and its workers: Redis URLs, a queue of the test's own (so no
-    other worker on this machine takes its steps), a Celery config that is deploy/celery.yaml but for that queue,
-    the worker directory, and the small location's warehouse, registry and cache. Stops the workers afterwards."""
+def celery_environment(celery_broker, postgres_home, registry_path, tmp_path, monkeypatch):
+    """The environment of the test, its orchestrator and its workers: the broker (the `celery_broker` fixture) and
+    backend URLs, a queue of the test's own (so no other worker on this machine takes its steps), a Celery config
+    that is deploy/celery.yaml but for that queue, the worker directory, and the small location's warehouse,
+    registry and cache. Stops the workers afterwards."""
     require_modules("dagster_celery", "redis")
     require("Redis", REDIS)
     queue = f"sim-pipeline-test-{uuid.uuid4().hex[:12]}"
@@ -121,7 +123,7 @@ def celery_environment(postgres_home, registry_path, tmp_path, monkeypatch):
                                                            result_expires=TEST_RESULT_EXPIRES_S)
     (tmp_path / "celery.yaml").write_text(yaml.safe_dump(config))
     worker_dir = tmp_path / "workers"
-    for name, value in {"SIM_PIPELINE_CELERY_BROKER": BROKER, "SIM_PIPELINE_CELERY_BACKEND": BACKEND,
+    for name, value in {"SIM_PIPELINE_CELERY_BROKER": celery_broker, "SIM_PIPELINE_CELERY_BACKEND": CELERY_BACKEND,
                         "SIM_PIPELINE_CELERY_CONFIG": str(tmp_path / "celery.yaml"), "SIM_PIPELINE_CELERY_QUEUE": queue,
                         "SIM_PIPELINE_WORKER_DIR": str(worker_dir), "SIM_PIPELINE_WORKER_STOP_TIMEOUT": str(STOP_TIMEOUT_S),
                         WAREHOUSE_VARIABLE: str(tmp_path / "warehouse"), REGISTRY_VARIABLE: str(registry_path),
@@ -134,7 +136,7 @@ def celery_environment(postgres_home, registry_path, tmp_path, monkeypatch):
         try:
             _stop_workers(worker_dir)
         finally:
-            _forget_queue(queue)
+            _forget_queue(queue, celery_broker)
 
 
 def in_process_digests(tmp_path: Path, registry_path: Path, jobs: list[str] = JOBS) -> dict[str, str]:

@@ -1,12 +1,16 @@
-"""Faults of the production profile (issue 18): a Celery worker's pool process killed mid-step.
+"""Faults of the production profile (issues 18 and 29): a Celery worker's pool process, or the whole worker (its
+main process and pool), killed mid-step.
 
 Which behaviour holds: the step is retried on the other worker, within the same run, and the run succeeds. No
 re-execution of the run is needed. Why: deploy/celery.yaml sets `task_acks_late` (the step's message is
-acknowledged only when the step ends) and `task_reject_on_worker_lost`. When the pool process dies, the worker's
-main process sees a WorkerLostError and, because of those two settings, rejects the message with requeue
-(celery.worker.request.Request.on_failure) and stores no failure in the result backend. With Redis as the broker
-the rejected message goes straight back to the queue (no visibility timeout to wait for, as there would be if the
-whole worker died). The other worker is idle and already waiting on the queue (prefetch 1), so it takes the step.
+acknowledged only when the step ends) and `task_reject_on_worker_lost`.
+- The pool process dies: the worker's main process sees a WorkerLostError and, because of those two settings,
+  rejects the message with requeue (celery.worker.request.Request.on_failure) and stores no failure in the result
+  backend; the message goes straight back to the queue.
+- The whole worker dies: nothing rejects the message, but it was delivered on the worker's AMQP connection, which
+  closes with the process, and RabbitMQ returns a closed connection's unacknowledged deliveries to the queue at once.
+  (With Redis as the broker the message would wait out the visibility timeout, 6 h, before another worker saw it.)
+Either way the other worker is idle and already waiting on the queue (prefetch 1), so it takes the step.
 The orchestrator (dagster-celery's execution loop) only polls the task's result, which stays pending until the
 second attempt stores its events, so it never sees the first attempt. The first attempt leaves only its STEP_START
 (and input events) in the run's event log; it is killed before it writes any output, and steps write whole files
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -42,16 +47,33 @@ POLL_S = 0.05  # how often the test reads the event log while it waits for the s
 # so while it runs the other worker is idle and waiting on the queue.
 TARGET_STEP = f"{DOMAIN}_search_and_rollouts"
 POLICY_JOB = f"{DOMAIN}_policy_job"
+# Issue 29's bound: a step whose worker died whole starts again within two minutes (it takes about a second here).
+REDELIVERY_BOUND_S = 120
 
 
 def _step_events(instance: dg.DagsterInstance, run_id: str, event_type: dg.DagsterEventType, step: str) -> list:
     return [e for e in instance.all_logs(run_id, of_type=event_type) if e.dagster_event.step_key == step]
 
 
-def test_a_pool_process_killed_mid_step_has_its_step_retried_on_the_other_worker(
-        celery_environment, production_instance, registry_path, tmp_path):  # noqa: F811 -- the imported fixture
+def _kill_the_pool_process(pool_pid: int) -> None:
+    os.kill(pool_pid, signal.SIGKILL)
+
+
+def _kill_the_whole_worker(pool_pid: int) -> None:
+    # Celery detaches a worker into a session of its own, so its process group is its main process and its pool
+    # (what scale-down.sh kills after the stop timeout); SIGKILL leaves neither a chance to reject the message.
+    group = os.getpgid(parent_of(pool_pid))
+    assert group != os.getpgrp(), "the worker shares the test's process group"
+    os.killpg(group, signal.SIGKILL)
+
+
+def _a_step_killed_mid_run_runs_again_on_the_other_worker(worker_dir, instance: dg.DagsterInstance, registry_path,
+                                                           tmp_path, kill: Callable[[int], None]) -> int:
+    """Run the small partition through two workers, `kill` the target step's pool process (given its pid) as soon as
+    the step starts, and check the step started again on the other worker within REDELIVERY_BOUND_S, the run
+    succeeded with nothing duplicated, and the Parquet is byte for byte an in-process run's. Returns the pid of the
+    killed step's worker (its main process)."""
     deadline = time.monotonic() + TOTAL_TIMEOUT_S
-    worker_dir, instance = celery_environment, production_instance
     instance.add_dynamic_partitions(f"{DOMAIN}_policy_version", list(REGISTRY["policies"]))
     script("scale-up.sh", str(WORKERS))
     workers = {int((worker_dir / f"w{i}.pid").read_text()): f"sim-w{i}" for i in range(1, WORKERS + 1)}
@@ -74,8 +96,9 @@ def test_a_pool_process_killed_mid_step_has_its_step_retried_on_the_other_worker
             starts = _step_events(instance, runs[0].run_id, dg.DagsterEventType.STEP_START, TARGET_STEP) if runs else []
             if starts:
                 killed = starts[0].dagster_event.pid
-                killed_worker = workers[parent_of(killed)]  # a worker's pool process, not the orchestrator
-                os.kill(killed, signal.SIGKILL)
+                killed_main = parent_of(killed)
+                killed_worker = workers[killed_main]  # a worker's pool process, not the orchestrator
+                kill(killed)
                 killed_at = time.time()
             else:
                 time.sleep(POLL_S)
@@ -84,6 +107,13 @@ def test_a_pool_process_killed_mid_step_has_its_step_retried_on_the_other_worker
         assert not _step_events(instance, run_id, dg.DagsterEventType.STEP_SUCCESS, TARGET_STEP)
         assert not [e for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
                     if e.timestamp <= killed_at]
+        # The step starts again within the bound (a broker that keeps the message for its visibility timeout fails
+        # here, rather than at the run's timeout).
+        while len(_step_events(instance, run_id, dg.DagsterEventType.STEP_START, TARGET_STEP)) < 2:
+            assert time.time() - killed_at < REDELIVERY_BOUND_S, \
+                f"{TARGET_STEP} did not start again within {REDELIVERY_BOUND_S} s of the kill: the broker kept its message"
+            assert orchestrator.poll() is None, "the run ended without running the step again"
+            time.sleep(POLL_S)
         stdout, stderr = orchestrator.communicate(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if orchestrator.poll() is None:
@@ -98,6 +128,7 @@ def test_a_pool_process_killed_mid_step_has_its_step_retried_on_the_other_worker
     # The step ran twice in the same run: killed in one worker, then in a pool process of the other worker.
     starts = _step_events(instance, run_id, dg.DagsterEventType.STEP_START, TARGET_STEP)
     assert len(starts) == 2 and len(_step_events(instance, run_id, dg.DagsterEventType.STEP_SUCCESS, TARGET_STEP)) == 1
+    assert starts[1].timestamp - killed_at < REDELIVERY_BOUND_S
     retried = starts[1].dagster_event.pid
     assert retried != killed and parent_of(retried) in workers
     retried_worker = workers[parent_of(retried)]
@@ -121,3 +152,18 @@ def test_a_pool_process_killed_mid_step_has_its_step_retried_on_the_other_worker
     assert f"{DOMAIN}/rollouts/policy_version=agent-v1/seed=0.parquet" in distributed
     assert distributed == in_process_digests(tmp_path, registry_path)
     assert time.monotonic() < deadline
+    return killed_main
+
+
+def test_a_pool_process_killed_mid_step_has_its_step_retried_on_the_other_worker(
+        celery_environment, production_instance, registry_path, tmp_path):  # noqa: F811 -- the imported fixture
+    killed_main = _a_step_killed_mid_run_runs_again_on_the_other_worker(
+        celery_environment, production_instance, registry_path, tmp_path, _kill_the_pool_process)
+    assert running(killed_main)  # the worker itself lives on and starts a new pool process
+
+
+def test_a_whole_worker_killed_mid_step_has_its_step_run_again_on_the_other_worker_within_two_minutes(
+        celery_environment, production_instance, registry_path, tmp_path):  # noqa: F811 -- the imported fixture
+    killed_main = _a_step_killed_mid_run_runs_again_on_the_other_worker(
+        celery_environment, production_instance, registry_path, tmp_path, _kill_the_whole_worker)
+    assert not running(killed_main)  # the main process died with its pool: no one was left to reject the message
