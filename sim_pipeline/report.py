@@ -93,6 +93,11 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
                           frozenset())
 
 
+def _holm(row: object) -> float:
+    """A delta row's Holm-adjusted p (NaN for a table written before the delta recorded it)."""
+    return float(getattr(row, "p_adjusted", float("nan")))
+
+
 def _one_sample(grades: pd.DataFrame | None) -> bool:
     """Whether no train prompt has the GRPO_MIN_GROUP samples a GRPO group needs (`run --samples 1`)."""
     if grades is None or not len(grades):
@@ -227,7 +232,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             lines.append(f"  delta {v.slug} vs {v.baseline}: not computed ("
                          + (f"{', '.join(idle)} did not run: see above)" if idle else "baseline grades missing?)"))
             continue
-        lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p):"
+        lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p, "
+                     "Holm-adjusted over the rows):"
                      + by(f"delta|{v.slug}"))
         poor = [slug for slug in (v.baseline, v.slug) if slug in summaries and summaries[slug].fit is not None
                 and fit_problems(summaries[slug].fit)]
@@ -236,7 +242,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
                          "the verdict measures the world model as much as the agent")
         for r in delta.itertuples(index=False):
             lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  delta {r.delta:+.3f} "
-                         f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]  p={r.p_value:.4f}  {r.verdict}  (n={r.n_tasks}"
+                         f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]  p={r.p_value:.4f} (Holm {_holm(r):.4f})  {r.verdict}  (n={r.n_tasks}"
                          + (f"; {r.n_ungraded_tasks} tasks left out, all samples errored" if r.n_ungraded_tasks else "")
                          + ")")
     lines.append(f"  parquet       {Path(base) / domain}/<asset>/policy_version=<v>/seed=<s>.parquet")

@@ -43,8 +43,8 @@ from sim_pipeline.world.state import build_state, state_from_table, state_table
 T = TypeVar("T")
 # What the UI's tables show first, short enough to fit the page: the verdict beside its numbers. The Parquet file
 # (and the delta_reasons field) keep the rest.
-DELTA_UI_COLUMNS = ("metric", "verdict", "delta", "ci_low", "ci_high", "p_value", "before", "after", "n_tasks",
-                    "n_ungraded_tasks")
+DELTA_UI_COLUMNS = ("metric", "verdict", "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "before", "after",
+                    "n_tasks", "n_ungraded_tasks")
 SLICE_UI_COLUMNS = ("axis", "value", "metric", "verdict", "delta", "ci_low", "ci_high", "q_value", "n_tasks")
 BY_SEED = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="seed")
 GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()

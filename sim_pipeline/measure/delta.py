@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 from scipy import special
 
@@ -9,6 +10,7 @@ from sim_pipeline.defaults import BOOTSTRAP_RESAMPLES, DELTA_ALPHA, DELTA_POWER
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.measure.pairing import DIRECTIONS, MARKER_PREFIX, long_differences, pair_tasks
 from sim_pipeline.measure.seeds import per_seed_deltas, spread_of
+from sim_pipeline.measure.stats import holm_adjusted
 from sim_pipeline.measure.verdict import (  # noqa: F401  (re-exported: the verdict labels belong to the delta)
     FAIL,
     INCONCLUSIVE,
@@ -21,7 +23,8 @@ from sim_pipeline.measure.verdict import (  # noqa: F401  (re-exported: the verd
 
 DELTA_COLUMNS: tuple[str, ...] = (
     "metric", "baseline", "candidate", "n_tasks", "before", "after", "delta",
-    "ci_low", "ci_high", "p_value", "verdict", "reason", "direction", "n_seeds", "seed_sd", "n_ungraded_tasks",
+    "ci_low", "ci_high", "p_value", "p_adjusted", "verdict", "reason", "direction", "n_seeds", "seed_sd",
+    "n_ungraded_tasks",
 )
 _DIRECTION_NAMES = {sign: name for name, sign in DIRECTIONS.items()}
 
@@ -42,7 +45,8 @@ def delta_report(
 
     Tasks pair by situation_id and are pooled over seeds; intervals are paired symmetric studentized bootstraps
     over tasks (Hall 1988), p-values two-sided sign-flip permutation tests (Fisher 1935); pass@k per Chen et al.
-    2021, pass^k per Yao et al. 2024. PASS/FAIL need the interval to exclude 0 and p < DELTA_ALPHA; NO DIFFERENCE
+    2021, pass^k per Yao et al. 2024. PASS/FAIL need the interval to exclude 0 and p < DELTA_ALPHA, and the
+    Holm-adjusted p over the table's rows (`p_adjusted`) under DELTA_ALPHA too (family-wise); NO DIFFERENCE
     needs a TOST against EQUIVALENCE_MARGIN; with fewer than MIN_TASKS_FOR_VERDICT tasks or a zero-width interval
     the verdict is INCONCLUSIVE (see `verdict_of`). `n_seeds` and `seed_sd` give the between-seed spread of the
     per-seed deltas (NaN, and said in `reason`, with one seed). `markers` maps marker name -> 'higher_is_better' |
@@ -69,7 +73,25 @@ def delta_report(
         if metric in guarded:
             row["reason"] = f"must not regress; {row['reason']}"
         rows.append(row)
-    return pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
+    return pd.DataFrame(_family_wise(rows), columns=list(DELTA_COLUMNS))
+
+
+def _family_wise(rows: list[dict]) -> list[dict]:
+    """Holm-adjusted p over the table's rows; a PASS or FAIL whose adjusted p is not under DELTA_ALPHA is INCONCLUSIVE.
+
+    Each row alone is tested at DELTA_ALPHA, so with six rows two identical versions would show some PASS or FAIL
+    in far more than DELTA_ALPHA of tables; Holm's adjustment keeps that family-wise rate at DELTA_ALPHA.
+    """
+    adjusted = holm_adjusted([row["p_value"] for row in rows])
+    tested = int(np.isfinite(adjusted).sum())
+    for row, p in zip(rows, adjusted):
+        row["p_adjusted"] = float(p)
+        if row["verdict"] in (PASS, FAIL) and not p < DELTA_ALPHA:
+            row["reason"] = (f"{row['reason']} Not confirmed across the table: Holm's adjusted p={p:.3g} over "
+                             f"{tested} metrics is not under {DELTA_ALPHA} (with this many rows, identical "
+                             f"versions would show a {row['verdict']} somewhere too often).")
+            row["verdict"] = INCONCLUSIVE
+    return rows
 
 
 def must_not_regress_failures(report: pd.DataFrame, must_not_regress: tuple[str, ...]) -> tuple[str, ...]:

@@ -164,6 +164,20 @@ def wilson_interval(
     return low, high
 
 
+def holm_adjusted(p_values: ArrayLike) -> np.ndarray:
+    """Holm's step-down adjusted p-values (Holm 1979): family-wise error control over every finite p; NaN stays NaN.
+
+    Sorted ascending, the i-th of m p-values becomes max over j <= i of min(1, (m - j + 1) p_j).
+    """
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    tested = np.flatnonzero(np.isfinite(p))
+    order = tested[np.argsort(p[tested], kind="stable")]
+    m = order.size
+    out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return out
+
+
 def sign_flip_test(
     differences: ArrayLike, *, n_resamples: int = PERMUTATION_RESAMPLES, seed: int = 0
 ) -> float:

@@ -213,3 +213,25 @@ def test_direction_column() -> None:
     assert report["direction"].to_dict() == {
         "pass@1": "higher_is_better", "pass^4": "higher_is_better", "pass@4": "higher_is_better",
         "marker_argument_grounding": "higher_is_better", "marker_refusal": "lower_is_better"}
+
+
+def test_holm_adjusted_p_values_hand_worked() -> None:
+    from sim_pipeline.measure.stats import holm_adjusted
+
+    # Sorted 0.01, 0.02, 0.03, 0.5 of m = 4: 4 x 0.01, max(0.04, 3 x 0.02), max(0.06, 2 x 0.03), max(0.06, 0.5).
+    got = holm_adjusted([0.03, np.nan, 0.01, 0.5, 0.02])
+    assert np.allclose(got, [0.06, np.nan, 0.04, 0.5, 0.06], equal_nan=True)
+    assert np.allclose(holm_adjusted([0.9, 0.8]), [1.0, 1.0])
+
+
+def test_a_row_that_passes_alone_but_not_across_the_table_is_inconclusive() -> None:
+    from sim_pipeline.measure.delta import _family_wise
+
+    rows = [{"metric": m, "p_value": p, "verdict": v, "reason": "r."}
+            for m, p, v in [("pass@1", 0.004, "PASS"), ("pass^4", 0.03, "PASS"), ("pass@4", 0.4, "INCONCLUSIVE"),
+                            ("marker_refusal", np.nan, "INSUFFICIENT DATA"), ("marker_x", 0.6, "INCONCLUSIVE")]]
+    out = {r["metric"]: r for r in _family_wise(rows)}
+    assert out["pass@1"]["verdict"] == "PASS" and out["pass@1"]["p_adjusted"] == pytest.approx(0.016)
+    assert out["pass^4"]["verdict"] == "INCONCLUSIVE" and out["pass^4"]["p_adjusted"] == pytest.approx(0.09)
+    assert "Holm's adjusted p=0.09 over 4 metrics" in out["pass^4"]["reason"]
+    assert np.isnan(out["marker_refusal"]["p_adjusted"])
