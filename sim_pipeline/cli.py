@@ -26,6 +26,8 @@ WAIT_HELP = ("when another sim-pipeline process, or a run the Dagster daemon lau
              "cache) instead of refusing")
 UNVERIFIED_HELP = ("read a warehouse file that has neither its .sha256 sidecar nor a content_sha256 recorded in the "
                    "Dagster instance, printing a WARNING line for each (default: refuse it)")
+EXPORT_UNVERIFIED_HELP = UNVERIFIED_HELP + ("; also export files that record no lineage (written before it was "
+                                            "recorded), whose consistency cannot be checked")
 
 
 def _instance():
@@ -282,11 +284,12 @@ def _warn(line: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the summary of what the warehouse holds for a domain and seed; every file read is verified (its
-    sidecar, else the instance's recorded content_sha256) unless --allow-unverified."""
+    sidecar, else the instance's recorded content_sha256) unless --allow-unverified, and its lineage checked: exit 1
+    when some figures are stale (computed from inputs rewritten since)."""
     from sim_pipeline.defs.io import verifying_with
     from sim_pipeline.defs.launch import made_by
     from sim_pipeline.domain import load_domain, pack_names
-    from sim_pipeline.report import render
+    from sim_pipeline.report import render, standing
     from sim_pipeline.seed_spec import parse_seeds
 
     seeds = parse_seeds(args.seeds)
@@ -295,10 +298,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     versions = _chosen_versions(args.domain, None)
     instance = _instance()
     with verifying_with(instance, allow_unverified=args.allow_unverified, warn=_warn):
-        summaries = [render(args.warehouse, args.domain, seed, versions,
-                            made_by=made_by(instance, args.domain, seed, versions)) for seed in seeds]
+        summaries, stale = [], False
+        for seed in seeds:
+            found = standing(args.warehouse, args.domain, seed, versions)
+            stale = stale or any(f.stale for f in found.values())
+            summaries.append(render(args.warehouse, args.domain, seed, versions,
+                                    made_by=made_by(instance, args.domain, seed, versions), found=found))
     print("\n\n".join(summaries))  # whole or not at all: a refused file prints no partial summary
-    return 0
+    # Stale figures are printed, marked, with their fix; exit 1 so a script publishing the summary stops on a mix.
+    return 1 if stale else 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -316,12 +324,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         with verifying_with(_instance(), allow_unverified=args.allow_unverified, warn=_warn):
             report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
                                                     warehouse=args.warehouse, versions=tuple(args.versions or ()),
-                                                    seeds=seeds))
+                                                    seeds=seeds, allow_unrecorded=args.allow_unverified))
     except OSError as exc:
         if exc.filename is None or not Path(exc.filename).resolve().is_relative_to(Path(args.out).resolve()):
             raise
         raise SimPipelineError(f"--out {args.out}: cannot write {exc.filename} ({exc.strerror or exc}). Fix: pass "
                                "--out a directory this user can create and write to") from None
+    for name in report.unchecked:
+        _warn(f"WARNING: LINEAGE NOT RECORDED in {name}: {UNVERIFIED_FLAG} was given, so it is exported without "
+              "checking that it and the files beside it come from one run")
     for f in report.files:
         extra = "".join([f", left out {f.left_out}" if f.left_out else "",
                          f", {f.masked_turns} assistant turn(s) weighted 0" if f.masked_turns else ""])
@@ -379,7 +390,8 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="sim-pipeline", description=__doc__)
     verbs = top.add_subparsers(dest="verb", required=True)
     run = verbs.add_parser("run", help="materialize all eight steps for one seed and print the summary")
-    report = verbs.add_parser("report", help="print the summary of the warehouse")
+    report = verbs.add_parser("report", help="print the summary of the warehouse (exit 1 when some figures are stale: "
+                                             "computed from files a run cut short rewrote; they are marked)")
     for p in (run, report):
         p.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
         _seeds_option(p, ["0"], "(default 0)")
@@ -414,7 +426,7 @@ def parser() -> argparse.ArgumentParser:
                                          "save_pretrained wrote) instead of cl100k_base")
     exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                      help="Parquet base path to read the cuts from (default data/warehouse)")
-    exp.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
+    exp.add_argument(UNVERIFIED_FLAG, action="store_true", help=EXPORT_UNVERIFIED_HELP)
     exp.set_defaults(fn=cmd_export)
     back = verbs.add_parser("backfill", help="launch one Dagster asset backfill over versions x seeds (the daemon "
                                              "of `make dev` runs it; it shows under Overview > Backfills); "

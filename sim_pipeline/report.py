@@ -1,4 +1,8 @@
-"""The one-screen summary of a domain's warehouse: coverage, pass@1 per version, judge trust, cut sizes, delta."""
+"""The one-screen summary of a domain's warehouse: coverage, pass@1 per version, judge trust, cut sizes, delta.
+
+Every figure comes from a file whose recorded lineage is checked (lineage.py): a figure computed from inputs a later
+run rewrote is marked [STALE], and the summary says why and which run rebuilds it, rather than mixing two runs.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from upath import UPath
 
-from sim_pipeline import cover, warehouse
+from sim_pipeline import cover, lineage, warehouse
 from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.defaults import GRPO_MIN_GROUP
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.judge_trust import recorded_trust
+from sim_pipeline.lineage import FileLineage
 from sim_pipeline.measure.passat import NOOP_FLOOR
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
@@ -46,6 +52,50 @@ class VersionSummary:
     def withheld(self) -> bool:
         """Whether rollout_health failed: the partition's scores, judge trust and cuts are not to be read."""
         return self.rollouts > 0 and not self.health.passed
+
+
+STALE_MARK = "[STALE]"  # after a figure whose file was computed from inputs rewritten since
+
+# What each step's file gives the summary: how the stale-lines warning names it.
+FIGURES = {"covering_array": "coverage", "situations": "situations and world fit", "search": "world fit",
+           "rollouts": "rollout count, coverage and world fit", "grades": "judge trust",
+           "scores": "pass@1, interval and no-op floor", "delta": "delta", **{cut: "cuts" for cut in CUTS}}
+
+
+def _summary_files(base: str, domain: str, seed: str, versions: list[PolicyVersion]) -> list[UPath]:
+    """Every file the summary of a seed reads."""
+    paths = [warehouse.partition_path(base, domain, asset, seed=seed) for asset in ("covering_array", "situations")]
+    for v in versions:
+        parts = {"policy_version": v.slug, "seed": seed}
+        paths += [warehouse.partition_path(base, domain, asset, **parts)
+                  for asset in ("rollouts", "search", "scores", "grades", *CUTS)]
+        if v.baseline:
+            paths.append(warehouse.partition_path(base, domain, "delta", policy_version=v.slug))
+    return paths
+
+
+def standing(base: str, domain: str, seed: str, versions: list[PolicyVersion]) -> dict[str, FileLineage]:
+    """The lineage standing of every file the summary reads and that exists, by its path under the base."""
+    check = lineage.LineageCheck(base)
+    return {warehouse.relative_path(p): check.of(p) for p in _summary_files(base, domain, seed, versions)
+            if p.exists()}
+
+
+def lineage_lines(found: dict[str, FileLineage], domain: str, seed: str) -> list[str]:
+    """The warning that some lines are stale (each with its cause and fix), and the note that a lineage is missing."""
+    groups = lineage.stale_groups(found.values(), lambda path: FIGURES[warehouse.path_parts(UPath(path))[1]])
+    lines = []
+    if groups:
+        lines.append(f"  {'STALE':<13} the figures marked {STALE_MARK} were computed from files rewritten since (a run "
+                     "killed or failed part-way): they do not belong with the others")
+        for group in groups:
+            lines += [f"  {'':<13} - {group.sentence()}", f"  {'':<15} fix: {group.fix(domain, seed)}"]
+    missing = lineage.unrecorded(found.values())
+    if missing:
+        lines.append(f"  {'lineage':<13} not recorded in {len(missing)} file(s) these lines come from (written by a "
+                     f"release before lineage was recorded, or by hand; e.g. {missing[0]}): whether every line comes "
+                     f"from one run cannot be checked. Fix: {lineage.rerun_command(domain, seed)} records it")
+    return lines
 
 
 def _read(base: str, domain: str, asset: str, **parts: str) -> pd.DataFrame | None:
@@ -130,8 +180,9 @@ def solvable_lines(situations: pd.DataFrame | None) -> list[str]:
     return lines
 
 
-def fit_table(summaries: list[VersionSummary]) -> list[str]:
-    """Per tool and version: calls, share rejected for their arguments, expected writes applied (of those tried)."""
+def fit_table(summaries: list[VersionSummary], stale: frozenset[str] = frozenset()) -> list[str]:
+    """Per tool and version: calls, share rejected for their arguments, expected writes applied (of those tried);
+    the versions in `stale` are marked."""
     shown = [s for s in summaries if s.fit is not None]
     if not shown:
         return []
@@ -139,7 +190,8 @@ def fit_table(summaries: list[VersionSummary]) -> list[str]:
     width = max(len(t) for t in tools)
     lines = ["  world fit     per tool: calls, share that broke the schema (of them, with values the user or a tool "
              "gave), expected writes applied/expected (well-formed tries)",
-             ("    " + " " * width + "".join(f"  {s.slug:<36}" for s in shown)).rstrip()]
+             ("    " + " " * width + "".join(f"  {s.slug + (' ' + STALE_MARK if s.slug in stale else ''):<36}"
+                                           for s in shown)).rstrip()]
     for tool in tools:
         cells = []
         for s in shown:
@@ -164,25 +216,43 @@ def _not_run(base: str, domain: str, seed: str, slug: str) -> str:
 
 
 def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None,
-           made_by: Mapping[str, str] | None = None, stopped: Mapping[str, Sequence[str]] | None = None) -> str:
+           made_by: Mapping[str, str] | None = None, stopped: Mapping[str, Sequence[str]] | None = None,
+           found: dict[str, FileLineage] | None = None) -> str:
     """The summary as text; `made_by` names the run behind each version's grades and delta ('grades|<v>',
     'delta|<v>' -> 'run 1a2b3c4d'), printed on their lines; `stopped` gives, per version whose run this command
-    stopped before its rollouts, the lines saying why and what did not run."""
+    stopped before its rollouts, the lines saying why and what did not run; `found` is the files' lineage standing
+    (`standing`), checked here when not given."""
     made_by = made_by or {}
     stopped = stopped or {}
+    found = standing(base, domain, seed, versions) if found is None else found
 
     def by(key: str) -> str:
         return f"  ({made_by[key]})" if key in made_by else ""
 
+    def stale(asset: str, version: str | None = None) -> bool:
+        """Whether the file of this asset (of the version and seed, or of the seed; the delta: of the version) is."""
+        path = warehouse.partition_path(base, domain, asset, policy_version=version,
+                                        seed=None if asset == "delta" else seed)
+        name = warehouse.relative_path(path)
+        return name in found and found[name].stale
+
+    def mark(*assets: str, version: str | None = None) -> str:
+        return f" {STALE_MARK}" if any(stale(a, version) for a in assets) else ""
+
     lines = [f"sim_pipeline: domain '{domain}', seed {seed}" + (f", {seconds:.0f} s" if seconds is not None else "")]
+    lines += lineage_lines(found, domain, seed)
     cov = coverage(base, domain, seed, versions)
     if cov:
+        stale_cov = stale("covering_array") or any(stale("rollouts", v.slug) for v in versions)
         lines.append(f"  coverage      {cov['pairs_covered']}/{cov['pairs_planned']} planned axis-value pairs rolled "
-                     f"out ({cov['fraction']:.1%}; training-data coverage)")
-    lines += solvable_lines(_read(base, domain, "situations", seed=seed))
+                     f"out ({cov['fraction']:.1%}; training-data coverage)" + (f" {STALE_MARK}" if stale_cov else ""))
+    planned = solvable_lines(_read(base, domain, "situations", seed=seed))
+    lines += [planned[0] + mark("situations"), *planned[1:]] if planned else []
     lines.append("  (pass@1: graded held-out rollouts, 95% bootstrap over tasks; no-op floor: pass@1 of an agent "
                  "that never calls a tool)")
     summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
+    # World fit is computed here from the rollouts, the search and the situations: stale when any of them is.
+    fit_marks = {v.slug: (mark("rollouts", "search", version=v.slug) or mark("situations")) for v in versions}
     for v in versions:
         s = summaries[v.slug]
         lines += [f"  {v.slug if not i else '':<13} {line}" for i, line in enumerate(stopped.get(v.slug, ()))]
@@ -191,7 +261,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             continue
         errors = f"{s.health.errors} errored ({s.health.share:.1%})"
         if s.withheld:
-            lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}",
+            lines += [f"  {v.slug:<13} {s.rollouts} rollouts{mark('rollouts', version=v.slug)}, {errors}",
                       f"  {'':<13} rollout_health FAILED: {s.health.sentence()}",
                       f"  {'':<13} pass@1, judge trust, cuts and delta are withheld: fix the model endpoint, then re-run",
                       *[f"  {'':<13} error: {e}" for e in s.health.examples[:1]]]
@@ -200,17 +270,23 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         if s.noop_floor is not None:
             p1 += f" (no-op floor {s.noop_floor:.3f})"
         if _distrusted(s, v):
-            cuts = f"withheld (judge trust {s.judge_verdict}: the publish gates wrote no cut)"
+            cuts = (f"withheld (judge trust {s.judge_verdict}: the publish gates wrote no cut)"
+                    + mark("grades", version=v.slug))
         else:
             cuts = ", ".join(f"{k} not applicable (one sample per prompt: a group needs {GRPO_MIN_GROUP})"
                              if k in s.inapplicable else
                              f"{k} {n if n is not None else 'not written (see its publish_gate check)'}"
-                             for k, n in s.cut_rows.items())
-        lines += [f"  {v.slug:<13} {s.rollouts} rollouts, {errors}, held-out pass@1 {p1}{by(f'grades|{v.slug}')}",
-                  f"  {'':<13} world fit: {fit_sentence(s.fit) if s.fit is not None else 'no rollouts'}",
-                  f"  {'':<13} judge trust: {s.judge_verdict}" + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
+                             f"{mark(k, version=v.slug) if n is not None else ''}" for k, n in s.cut_rows.items())
+        rolled = f"{s.rollouts} rollouts{mark('rollouts', version=v.slug)}, {errors}"
+        fit = fit_sentence(s.fit) + fit_marks[v.slug] if s.fit is not None else "no rollouts"
+        lines += [f"  {v.slug:<13} {rolled}, held-out pass@1 {p1}{mark('scores', version=v.slug)}"
+                  f"{by(f'grades|{v.slug}')}",
+                  f"  {'':<13} world fit: {fit}",
+                  f"  {'':<13} judge trust: {s.judge_verdict}{mark('grades', version=v.slug)}"
+                  + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
                   f"  {'':<13} cuts: {cuts}"]
-    lines += fit_table([summaries[v.slug] for v in versions if not summaries[v.slug].withheld])
+    lines += fit_table([summaries[v.slug] for v in versions if not summaries[v.slug].withheld],
+                       frozenset(slug for slug, m in fit_marks.items() if m))
     for v in versions:
         if v.baseline is None:
             continue
@@ -233,8 +309,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
                          + (f"{', '.join(idle)} did not run: see above)" if idle else "baseline grades missing?)"))
             continue
         lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p, "
-                     "Holm-adjusted over the rows):"
-                     + by(f"delta|{v.slug}"))
+                     "Holm-adjusted over the rows):" + by(f"delta|{v.slug}") + mark("delta", version=v.slug))
         poor = [slug for slug in (v.baseline, v.slug) if slug in summaries and summaries[slug].fit is not None
                 and fit_problems(summaries[slug].fit)]
         if poor:

@@ -8,6 +8,7 @@ none: `<domain>/<asset>.parquet`): readable by pyarrow.dataset, DuckDB and Spark
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import uuid
@@ -65,11 +66,22 @@ def _put(path: UPath, data: bytes) -> None:
         path.write_bytes(data)  # one PUT: object stores never show a partial object
 
 
+# The Parquet footer key holding a file's lineage: the content sha256 of each input it was computed from, by the
+# input's path under the warehouse base (`relative_path`); null for an input partition that was absent. In the file
+# itself, so it is written (and copied) with the rows, never apart from them.
+LINEAGE_KEY = b"sim_pipeline.lineage"
+
+Lineage = dict[str, str | None]
+
+
 def write_table(path: UPath, data: pd.DataFrame | pa.Table, schema: pa.Schema | None = None, *,
-                checksum_file: bool = True) -> int:
-    """Write atomically, with Parquet page checksums and (for the warehouse's own files) the file's sha256 beside
-    it. Returns the row count."""
+                checksum_file: bool = True, lineage: Lineage | None = None) -> int:
+    """Write atomically, with Parquet page checksums, the inputs' hashes in the footer when `lineage` is given, and
+    (for the warehouse's own files) the file's sha256 beside it. Returns the row count."""
     table = to_arrow(data, schema)
+    if lineage is not None:  # sorted, compact: the same inputs give the same bytes
+        table = table.replace_schema_metadata({LINEAGE_KEY: json.dumps(dict(sorted(lineage.items())),
+                                                                       separators=(",", ":")).encode()})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, write_page_checksum=True)
     content = sink.getvalue().to_pybytes()
@@ -87,12 +99,29 @@ def recorded_sha256(path: UPath) -> str | None:
     return sidecar.read_text().strip() if sidecar.exists() else None
 
 
+def recorded_lineage(content: bytes) -> Lineage | None:
+    """The lineage a warehouse file's bytes record in their footer, or None for a file written without one (by an
+    older release, or by hand)."""
+    metadata = pq.read_schema(pa.BufferReader(content)).metadata or {}
+    return json.loads(metadata[LINEAGE_KEY]) if LINEAGE_KEY in metadata else None
+
+
 def path_parts(path: UPath) -> tuple[str, str, dict[str, str]]:
     """(domain, asset, {dimension: value}) of a warehouse path (`<domain>/<asset>/[k=v/]...parquet`)."""
     parts = dict(p.removesuffix(".parquet").split("=", 1) for p in path.parts if "=" in p)
     folders = [p for p in path.parts[:-1] if "=" not in p]
     domain, asset = (folders[-2], folders[-1]) if parts else (folders[-1], path.stem)
     return domain, asset, parts
+
+
+def relative_path(path: UPath | str) -> str:
+    """A warehouse file's path under its base (`<domain>/<asset>/[k=v/]...parquet`): how a lineage names an input,
+    the same in a copy of the warehouse."""
+    domain, asset, parts = path_parts(UPath(path))
+    if not parts:
+        return f"{domain}/{asset}.parquet"
+    *folders, name = [f"{k}={v}" for k, v in parts.items()]
+    return "/".join([domain, asset, *folders, f"{name}.parquet"])
 
 
 def rematerialize_hint(path: UPath) -> str:
@@ -214,9 +243,16 @@ def _nested(field_type: pa.DataType) -> bool:
 def read_table(path: UPath, *, expected: RecordedHash | None = None) -> pd.DataFrame:
     """Read one partition, verified (its sha256, then every page's checksum); nested columns come back as Python
     lists and dicts, not numpy arrays. A corrupt or truncated file is an error naming it and the fix."""
+    return read_verified(path, expected=expected)[0]
+
+
+def read_verified(path: UPath, *, expected: RecordedHash | None = None) -> tuple[pd.DataFrame, str]:
+    """One partition as `read_table` reads it, and the sha256 of the bytes it was read from (what a lineage
+    records)."""
     content = read_bytes_verified(path, expected=expected)
     try:  # a damaged file may fail in the footer, a page, or only when a name or value is decoded
-        return table_frame(pq.read_table(pa.BufferReader(content), page_checksum_verification=True))
+        table = pq.read_table(pa.BufferReader(content), page_checksum_verification=True)
+        return table_frame(table), hashlib.sha256(content).hexdigest()
     except (pa.ArrowException, OSError, ValueError) as exc:
         detail = str(exc).replace("'<Buffer>'", "it").replace("<Buffer>", "it")  # we read it from memory
         raise WarehouseError(f"{path}: not a readable Parquet file ({detail}). {rematerialize_hint(path)}") from None
@@ -231,15 +267,18 @@ def table_frame(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-def read_partitions(paths: list[UPath], expected: dict[str, RecordedHash] | None = None,
-                    ) -> tuple[pd.DataFrame, list[str]]:
+def read_partitions(paths: list[UPath], expected: dict[str, RecordedHash] | None = None, *,
+                    sha256: dict[str, str] | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Concatenate the partitions that exist (each checked, with `expected[str(path)]` when its sidecar is
-    missing); also return the ones that do not."""
+    missing); also return the ones that do not. `sha256`, when given, receives each read file's hash by path."""
     frames: list[pd.DataFrame] = []
     missing: list[str] = []
     for path in paths:
         if path.exists():
-            frames.append(read_table(path, expected=(expected or {}).get(str(path))))
+            frame, digest = read_verified(path, expected=(expected or {}).get(str(path)))
+            frames.append(frame)
+            if sha256 is not None:
+                sha256[str(path)] = digest
         else:
             missing.append(str(path))
     frames = [f for f in frames if len(f)]

@@ -54,6 +54,21 @@ def test_crash_mid_write_leaves_no_partial_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, warehouse.checksum_path(path).name])
 
 
+def test_a_lineage_is_kept_in_the_file_and_the_same_inputs_give_the_same_bytes(tmp_path):
+    path = warehouse.partition_path(tmp_path, "retail", "grades", policy_version="v1", seed=0)
+    rollouts = warehouse.partition_path(tmp_path, "retail", "rollouts", policy_version="v1", seed=0)
+    assert warehouse.relative_path(rollouts) == "retail/rollouts/policy_version=v1/seed=0.parquet"  # copies keep it
+    lineage = {warehouse.relative_path(rollouts): "ab" * 32, "retail/grades/policy_version=v1/seed=1.parquet": None}
+    warehouse.write_table(path, pd.DataFrame({"a": [1]}), lineage=lineage)
+    first = path.read_bytes()
+    assert warehouse.recorded_lineage(first) == lineage
+    assert warehouse.read_table(path)["a"].tolist() == [1]  # the rows read as before
+    warehouse.write_table(path, pd.DataFrame({"a": [1]}), lineage=dict(reversed(lineage.items())))
+    assert path.read_bytes() == first  # content hashes, sorted: determinism holds
+    warehouse.write_table(path, pd.DataFrame({"a": [1]}))
+    assert warehouse.recorded_lineage(path.read_bytes()) is None  # written without one: "not recorded", not "{}"
+
+
 def test_read_partitions_reports_missing(tmp_path):
     present = warehouse.partition_path(tmp_path, "d", "g", policy_version="v", seed=0)
     warehouse.write_table(present, pd.DataFrame({"a": [1]}))

@@ -4,7 +4,8 @@ A cut asset writes nothing when its blocking publish-gate check fails, but a par
 under another registry entry or judge, or by hand, so the export gates what it reads again, against the
 partition's grades and the judge-trust verdict of its registry version. A refused cut is not exported (an earlier
 export of it is removed); the others are. Missing partitions stop the export before any write, naming the run that
-makes them.
+makes them; so do files computed from inputs rewritten since (lineage.py: a run killed part-way), whose rows would
+be paired with another run's, and files that record no lineage unless the user allows them.
 """
 
 import os
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 from upath import UPath
 
-from sim_pipeline import defaults
+from sim_pipeline import defaults, lineage, warehouse
 from sim_pipeline.cut.cuts import GATE_KIND
 from sim_pipeline.cut.decontaminate import opening_texts
 from sim_pipeline.cut.export import FORMAT_DATASETS, FORMATS, ExportedFile, export, remove_dataset
@@ -43,6 +44,7 @@ class ExportRequest:
     versions: tuple[str, ...] = ()
     seeds: tuple[str, ...] = ()
     registry_path: str | os.PathLike[str] = REGISTRY_PATH
+    allow_unrecorded: bool = False  # export files that record no lineage (an older release's), unchecked
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class ExportReport:
 
     files: tuple[ExportedFile, ...]
     refused: tuple[Refusal, ...]
+    unchecked: tuple[str, ...] = ()  # files exported without a lineage to check (allow_unrecorded)
 
 
 def export_warehouse(request: ExportRequest) -> ExportReport:
@@ -75,6 +78,7 @@ def export_warehouse(request: ExportRequest) -> ExportReport:
     # Every partition is read (and verified) before anything is written: a refused file leaves no partial export.
     read = [(version, seed, {name: _read(request, name, version.slug, seed) for name in (*cuts, *_inputs(cuts))})
             for version, seed in partitions]
+    unchecked = _consistent(request, partitions, (*cuts, *_inputs(cuts)))
     for version, seed, tables in read:
         out_dir = os.path.join(
             request.out, request.domain, request.format, f"policy_version={version.slug}", f"seed={seed}"
@@ -95,7 +99,32 @@ def export_warehouse(request: ExportRequest) -> ExportReport:
         if passed:
             files += export(request.format, passed, out_dir, tools=domain.tool_schemas, domain=request.domain,
                             situations=situations)
-    return ExportReport(tuple(files), tuple(refused))
+    return ExportReport(tuple(files), tuple(refused), tuple(unchecked))
+
+
+def _consistent(request: ExportRequest, partitions: list[tuple[PolicyVersion, str]],
+                assets: tuple[str, ...]) -> list[str]:
+    """Refuse files computed from inputs rewritten since, and (unless allowed) files recording no lineage; return
+    the ones allowed unchecked."""
+    check = lineage.LineageCheck(request.warehouse)
+    found = [check.of(_path(request, asset, version.slug, seed)) for version, seed in partitions for asset in assets]
+    groups = lineage.stale_groups(found, lambda path: warehouse.path_parts(UPath(path))[1])
+    if groups:
+        lines = [f"  - {g.sentence()}\n    fix: {g.fix(request.domain, g.seed)}" for g in groups]
+        raise ExportError(
+            "the partitions to export mix runs: these files were computed from inputs rewritten since (a run killed "
+            "or failed part-way), so their rows would be exported beside another run's:\n" + "\n".join(lines)
+            + "\nNothing was exported.")
+    unrecorded = lineage.unrecorded(found)
+    if unrecorded and not request.allow_unrecorded:
+        runs = sorted({lineage.rerun_command(request.domain, seed, version)
+                       for name in unrecorded for version, seed in [lineage.partition_of(name)] if seed is not None})
+        raise ExportError(
+            f"lineage not recorded in {len(unrecorded)} file(s) to export (written by a release before lineage was "
+            f"recorded, or by hand: {', '.join(unrecorded[:3])}{', ...' if len(unrecorded) > 3 else ''}): whether "
+            "they come from one run cannot be checked. Fix: re-run to record it (" + "; ".join(runs[:3])
+            + f"), or export them unchecked with {warehouse.UNVERIFIED_FLAG}")
+    return unrecorded
 
 
 def _versions(request: ExportRequest) -> list[PolicyVersion]:

@@ -15,7 +15,7 @@ from sim_pipeline.axes import axes_table, axis_values, stress_rows, validated_co
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.defs import checks
 from sim_pipeline.defs.cuts import cut_asset
-from sim_pipeline.defs.io import READS_AVAILABLE_PARTITIONS
+from sim_pipeline.defs.io import LINEAGE_VERSIONS, READS_AVAILABLE_PARTITIONS
 from sim_pipeline.defs.metadata import table_metadata
 from sim_pipeline.defs.partitions import SEED, policy_version_partitions, seed_by_version, split_key
 from sim_pipeline.defs.training import trained_policy_asset
@@ -308,7 +308,8 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
             yield checks.withheld_delta_result(withheld)
             return
         report, meta = delta_for(version, own, baseline, seeds)
-        yield dg.Output(report, metadata=meta)
+        compared = [slug for slug in (version.slug, version.baseline) if slug]  # its lineage: their grades only
+        yield dg.Output(report, metadata={**meta, LINEAGE_VERSIONS: dg.MetadataValue.json(compared)})
         yield checks.must_not_regress_result(report, version)
 
     return [axes, covering_array, world, situations, search_and_rollouts, grades, *cut_assets, scores, delta,

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 import dagster as dg
 import pandas as pd
 import pyarrow as pa
+from pydantic import PrivateAttr
 from upath import UPath
 
 from sim_pipeline import warehouse
@@ -32,6 +33,11 @@ READS_AVAILABLE_PARTITIONS = "sim_pipeline/reads_available_partitions"
 
 # The materialization metadata field holding the file's sha256; a downstream load compares the file with it.
 CONTENT_SHA256 = "content_sha256"
+
+# Output metadata an asset sets when its output was computed from some policy versions' partitions of what it loaded
+# (the delta loads every version's grades and compares two): its lineage keeps only those versions' inputs, so a
+# third version's new grades do not call it stale.
+LINEAGE_VERSIONS = "lineage_versions"
 
 
 def _latest_materialization(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str | None):
@@ -96,10 +102,35 @@ def _check_materialized_content(context: dg.InputContext, key: str | None,
     return recorded
 
 
+def _for_versions(lineage: warehouse.Lineage, versions: object) -> warehouse.Lineage:
+    """The entries of a lineage an output set with LINEAGE_VERSIONS was computed from (all, without it)."""
+    kept = getattr(versions, "value", versions)  # a MetadataValue.json, or the plain list
+    if not kept:
+        return lineage
+
+    def used(name: str) -> bool:
+        version = warehouse.path_parts(UPath(name))[2].get("policy_version")
+        return version is None or version in kept
+
+    return {name: sha for name, sha in lineage.items() if used(name)}
+
+
 class ParquetIOManager(dg.ConfigurableIOManager):
-    """Stores DataFrames and Arrow tables under `base_path` (a local path or any fsspec URL such as s3://)."""
+    """Stores DataFrames and Arrow tables under `base_path` (a local path or any fsspec URL such as s3://); each
+    file records the content sha256 of the inputs its step loaded (and the outputs the step wrote before it)."""
 
     base_path: str = "data/warehouse"
+    # (run id, step key) -> the step's lineage so far. One manager serves a run, so this lives as long as the run.
+    _steps: dict[tuple[str, str], warehouse.Lineage] = PrivateAttr(default_factory=dict)
+
+    def _step_lineage(self, context: dg.OutputContext | dg.InputContext) -> warehouse.Lineage | None:
+        """What the step this context belongs to has read so far; None outside a step (a context built by hand),
+        whose outputs then record no lineage rather than a wrong one."""
+        try:
+            step = context.step_context
+        except dg.DagsterInvariantViolationError:
+            return None
+        return self._steps.setdefault((step.run_id, step.step.key), {})
 
     def _path(self, context: dg.OutputContext | dg.InputContext, key: str | dg.MultiPartitionKey | None):
         domain, asset = context.asset_key.path[0], context.asset_key.path[-1]
@@ -108,19 +139,31 @@ class ParquetIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame | pa.Table) -> None:
         key = context.partition_key if context.has_partition_key else None
         path = self._path(context, key)
-        rows = warehouse.write_table(path, obj)
+        step = self._step_lineage(context)
+        lineage = None if step is None else _for_versions(step, context.output_metadata.get(LINEAGE_VERSIONS))
+        rows = warehouse.write_table(path, obj, lineage=lineage)
+        digest = warehouse.recorded_sha256(path)
+        if step is not None:  # a later output of the same step (rollouts after search) was written with this one
+            step[warehouse.relative_path(path)] = digest
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "rows": rows,
-                                     CONTENT_SHA256: warehouse.recorded_sha256(path)})
+                                     CONTENT_SHA256: digest})
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
+        step = self._step_lineage(context)
         if not context.has_asset_partitions:
             path = self._path(context, None)
-            return warehouse.read_table(path, expected=_check_materialized_content(context, None, path))
+            frame, digest = warehouse.read_verified(path, expected=_check_materialized_content(context, None, path))
+            if step is not None:
+                step[warehouse.relative_path(path)] = digest
+            return frame
         keys = list(context.asset_partition_keys)
         paths = [self._path(context, k) for k in keys]
         expected = {str(path): recorded for key, path in zip(keys, paths)
                     if path.exists() and (recorded := _check_materialized_content(context, key, path))}
-        frame, missing = warehouse.read_partitions(paths, expected)
+        read: dict[str, str] = {}
+        frame, missing = warehouse.read_partitions(paths, expected, sha256=read)
+        if step is not None:  # an absent partition is recorded as such: its later arrival makes the output stale
+            step.update({warehouse.relative_path(path): read.get(str(path)) for path in paths})
         if missing and not (context.definition_metadata or {}).get(READS_AVAILABLE_PARTITIONS):
             # An empty or partial table passed on would fail far downstream with a KeyError, or score less data.
             asset = "/".join(context.asset_key.path)

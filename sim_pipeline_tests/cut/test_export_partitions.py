@@ -14,7 +14,7 @@ from sim_pipeline.cut.cuts import CUTS, build_cut
 from sim_pipeline.cut.export_partitions import ExportRequest, export_warehouse
 from sim_pipeline.domain import load_domain
 from sim_pipeline.errors import ExportError
-from sim_pipeline.warehouse import checksum_path, partition_path, write_table
+from sim_pipeline.warehouse import checksum_path, partition_path, recorded_sha256, relative_path, write_table
 from sim_pipeline_tests.cut.partition import table as stored_table
 
 VERSION = "agent-v1"
@@ -39,13 +39,27 @@ def inputs():
     return rollouts, grades, cuts
 
 
+# What each asset the export reads was computed from, as the IO manager records it in the file's lineage.
+INPUTS = {"situations": (), "search": ("situations",), "rollouts": ("situations", "search"),
+          "grades": ("rollouts", "search", "situations"), **{cut: ("rollouts", "grades") for cut in CUTS}}
+
+
+def write_step(warehouse: Path, version: str, asset: str, table) -> None:
+    """One (version, seed 0) file written as its asset writes it: with the sha256 of its inputs in its footer."""
+    def path(name):
+        return partition_path(warehouse, "retail", name, policy_version=None if name == "situations" else version,
+                              seed=0)
+
+    write_table(path(asset), table, lineage={relative_path(path(i)): recorded_sha256(path(i)) for i in INPUTS[asset]})
+
+
 def write_partition(warehouse: Path, version: str, rollouts, grades, cuts) -> None:
     """One (version, seed 0) partition of every input the export reads, where the assets write them (the
     situations file holds the grid's and the search's situations: here all in the seed's table, none in search)."""
     situations = stored_table("situations")
-    write_table(partition_path(warehouse, "retail", "situations", seed=0), situations)
-    for asset, table in {"rollouts": rollouts, "grades": grades, "search": situations.iloc[:0], **cuts}.items():
-        write_table(partition_path(warehouse, "retail", asset, policy_version=version, seed=0), table)
+    write_step(warehouse, version, "situations", situations)
+    for asset, table in {"search": situations.iloc[:0], "rollouts": rollouts, "grades": grades, **cuts}.items():
+        write_step(warehouse, version, asset, table)
 
 
 @pytest.fixture
@@ -107,7 +121,7 @@ def test_a_cut_the_gate_refuses_is_not_exported_and_its_old_file_goes(tmp_path, 
     base = tmp_path / "exports" / "retail" / "trl" / f"policy_version={VERSION}" / "seed=0"
     assert (base / "sft.parquet").exists()
     sft = inputs[2]["sft"].assign(reward=0.5)  # no longer what the grades say
-    write_table(partition_path(warehouse, "retail", "sft", policy_version=VERSION, seed=0), sft)
+    write_step(warehouse, VERSION, "sft", sft)
     report = export_warehouse(request(tmp_path, warehouse, "trl"))
     (refusal,) = report.refused
     assert (refusal.cut, refusal.policy_version, refusal.seed) == ("sft", VERSION, "0")
