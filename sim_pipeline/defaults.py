@@ -229,14 +229,14 @@ JUDGE_TRUST_MAX_HALF_GAP = 0.15  # REFERENCE 6: agreement gap between hash-split
 JUDGE_TRUST_MAX_LENGTH_GAP = 0.15  # REFERENCE 6: agreement gap between short and long replies within a gold label
 JUDGE_TRUST_GAP_PERMUTATIONS = 5000  # permutations for the half and length gaps: p resolution 0.0002, under the gate's per-test alpha
 JUDGE_TRUST_PERMUTATION_SEED = 0  # fixed: the same grades always get the same verdict
-JUDGE_TRUST_MAX_LEAK_RATE = 0.10  # never trust a judge passing >= 10% of gold failures: RL would reward them
+JUDGE_TRUST_MAX_LEAK_RATE = 0.15  # never trust a judge whose leak may reach 15% (upper bound): RL would reward those failures
 JUDGE_TRUST_MAX_FAILURE_RATE = 0.10  # judge errors/timeouts on >10% of gold rows leave too many rewards unjudged
 # The calibrated gate (measure/rate_bounds.py): each rate check is trusted only when its upper bound is under its limit
 # and refused when its lower bound is over its tolerance, so the gate's errors are set here, not by the sample's luck.
 JUDGE_GATE_ALPHA = 0.01  # false-refusal budget of a judge at every tolerance, split evenly (Bonferroni) over the tests
 JUDGE_GATE_BETA = 0.05  # false-trust rate of one rate check for a judge exactly at its limit (one-sided bound)
 JUDGE_TRUST_TOLERATED_DISAGREEMENT = 0.06  # a careful judge's disagreement with gold (sim/judge: 0.03-0.06 on retail)
-JUDGE_TRUST_MAX_DISAGREEMENT = 0.13  # never trust a judge wrong on >= 13% of gold: an 85%-agreement judge is refused
+JUDGE_TRUST_MAX_DISAGREEMENT = 0.20  # REFERENCE 6 (agreement >= 0.80), now on the bound: never trust a judge wrong on 20%
 JUDGE_TRUST_TOLERATED_LEAK = 0.04  # a careful judge passes this share of gold failures (sim/judge: 0.02-0.04 on retail)
 JUDGE_TRUST_TOLERATED_FAILURES = 0.02  # a dependable judge errs or times out on this share of calls
 JUDGE_TRUST_TOLERATED_FLIPS = 0.01  # a judge at temperature 0 flips this share of verdicts when asked again

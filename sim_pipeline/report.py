@@ -143,6 +143,13 @@ def version_summary(base: str, domain: str, seed: str, version: PolicyVersion) -
                           frozenset())
 
 
+def _cut_size(name: str, rows: int | None, inapplicable: bool) -> str:
+    """A cut's part of the summary's cuts line: its rows, why it is empty, or that its gate wrote none."""
+    if inapplicable:
+        return f"{name} not applicable (one sample per prompt: a group needs {GRPO_MIN_GROUP})"
+    return f"{name} {rows if rows is not None else 'not written (see its publish_gate check)'}"
+
+
 def _holm(row: object) -> float:
     """A delta row's Holm-adjusted p (NaN for a table written before the delta recorded it)."""
     return float(getattr(row, "p_adjusted", float("nan")))
@@ -273,10 +280,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             cuts = (f"withheld (judge trust {s.judge_verdict}: the publish gates wrote no cut)"
                     + mark("grades", version=v.slug))
         else:
-            cuts = ", ".join(f"{k} not applicable (one sample per prompt: a group needs {GRPO_MIN_GROUP})"
-                             if k in s.inapplicable else
-                             f"{k} {n if n is not None else 'not written (see its publish_gate check)'}"
-                             f"{mark(k, version=v.slug) if n is not None else ''}" for k, n in s.cut_rows.items())
+            cuts = ", ".join(_cut_size(k, n, k in s.inapplicable) + (mark(k, version=v.slug) if n is not None else "")
+                             for k, n in s.cut_rows.items())
         rolled = f"{s.rollouts} rollouts{mark('rollouts', version=v.slug)}, {errors}"
         fit = fit_sentence(s.fit) + fit_marks[v.slug] if s.fit is not None else "no rollouts"
         lines += [f"  {v.slug:<13} {rolled}, held-out pass@1 {p1}{mark('scores', version=v.slug)}"

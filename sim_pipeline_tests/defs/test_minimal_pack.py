@@ -32,14 +32,10 @@ def test_tools_and_policy_alone_run_and_report_their_fit(tmp_path, monkeypatch):
     monkeypatch.setattr("sim_pipeline.domain.DOMAINS_DIR", packs)
     assert [e.name for e in load_domain("minimal").entities] == ["order"]  # inferred from order_id and email
     registry = tmp_path / "policies.yaml"
-    # About 30 tasks per version: too few for the judge-trust gate to place a judge that errs on two of them (its
-    # bounds straddle the band: 'inconclusive', the gate's honest answer at this size); this test is about the pack,
-    # so the versions opt out of the gate and their cuts are written either way.
     registry.write_text(yaml.safe_dump({"defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
-                                        "policies": {"mini-v1": {"domain": "minimal", "model": "sim/agent-v1",
-                                                                 "judge_trust_opt_out": True},
+                                        "policies": {"mini-v1": {"domain": "minimal", "model": "sim/agent-v1"},
                                                      "mini-v2": {"domain": "minimal", "model": "sim/agent-v2",
-                                                                 "baseline": "mini-v1", "judge_trust_opt_out": True}}}))
+                                                                 "baseline": "mini-v1"}}}))
     base = tmp_path / "warehouse"
     defs = build_definitions(["minimal"], warehouse=str(base))
     resources = {**defs.resources, "registry": RegistryResource(path=str(registry)),

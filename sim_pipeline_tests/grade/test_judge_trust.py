@@ -92,10 +92,10 @@ def test_ten_gold_labels_are_inconclusive() -> None:
     report = _report(_gold_table(gold, gold))
     assert report.verdict == "inconclusive"
     assert report.flags[0].name == "gold_count" and "label 40 more" in report.flags[0].sentence
-    # Past the floor, the leak check still needs 29 gold failures without a leak to bound it under 10% (0.95**29
-    # < 0.05 <= 0.95**28): 58 rows at this table's half failures, 48 more.
-    assert report.needed_more_gold == 48
-    assert "leak_rate_undecided" in {f.name for f in report.undecided}
+    # The leak check cannot place 5 gold failures either (19 without a leak bound it under 15%: 0.85**19 < 0.05),
+    # and the judge-failure check needs 29 rows; the floor's 40 more covers both.
+    assert report.needed_more_gold == 40
+    assert {"leak_rate_undecided", "judge_failures_undecided"} <= {f.name for f in report.undecided}
 
 
 def test_one_class_gold_set_is_inconclusive() -> None:
@@ -276,9 +276,11 @@ def test_a_judge_that_rewards_one_tools_call_is_refused_although_its_overall_lea
 
 
 def test_a_judge_the_gold_cannot_yet_place_is_inconclusive_with_the_labels_that_would_decide():
-    table = _gold_table(_balanced(60), np.where(np.arange(60) < 6, 1 - _balanced(60), _balanced(60)))  # 10% wrong
+    # 10% wrong: 3 of 30 gold failures passed. Under the 20% disagreement limit, but a 10% leak over 30 failures
+    # may be anything up to ~24%: neither fine nor a flag.
+    table = _gold_table(_balanced(60), np.where(np.arange(60) < 6, 1 - _balanced(60), _balanced(60)))
     report = _report(table)
     assert report.verdict == "inconclusive" and not report.flags
     undecided = {f.name: f.sentence for f in report.undecided}
-    assert "disagreement_undecided" in undecided and "label about" in undecided["disagreement_undecided"]
+    assert set(undecided) == {"leak_rate_undecided"} and "label about" in undecided["leak_rate_undecided"]
     assert report.needed_more_gold > 0
