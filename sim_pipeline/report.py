@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from upath import UPath
 
@@ -148,6 +150,14 @@ def _cut_size(name: str, rows: int | None, inapplicable: bool) -> str:
     if inapplicable:
         return f"{name} not applicable (one sample per prompt: a group needs {GRPO_MIN_GROUP})"
     return f"{name} {rows if rows is not None else 'not written (see its publish_gate check)'}"
+
+
+def _interval(row: Any) -> str:
+    """A delta row's interval, or 'no spread' where the tasks could not bound one (never a fallback's [-1, +1])."""
+    low, high = float(row.ci_low), float(row.ci_high)
+    if not (np.isfinite(low) and np.isfinite(high)) or high - low <= 0:
+        return "[no spread]    "
+    return f"[{low:+.3f}, {high:+.3f}]"
 
 
 def _holm(row: object) -> float:
@@ -322,7 +332,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
                          "the verdict measures the world model as much as the agent")
         for r in delta.itertuples(index=False):
             lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  delta {r.delta:+.3f} "
-                         f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]  p={r.p_value:.4f} (Holm {_holm(r):.4f})  {r.verdict}  (n={r.n_tasks}"
+                         f"{_interval(r)}  p={r.p_value:.4f} (Holm {_holm(r):.4f})  {r.verdict}  (n={r.n_tasks}"
                          + (f"; {r.n_ungraded_tasks} tasks left out, all samples errored" if r.n_ungraded_tasks else "")
                          + ")")
     lines.append(f"  parquet       {Path(base) / domain}/<asset>/policy_version=<v>/seed=<s>.parquet")

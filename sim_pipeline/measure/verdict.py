@@ -61,11 +61,18 @@ def compare_paired(
         return row | {"verdict": INSUFFICIENT_DATA,
                       "reason": f"only {diffs.size} shared tasks have this metric on both sides; need "
                                 f"{min_tasks} (fewer than k samples, or a marker column missing)."}
-    interval = paired_bootstrap_ci(diffs, n_resamples=n_resamples, level=CI_LEVEL,
-                                   bounds=_difference_bounds(before[usable], after[usable]), seed=seed)
+    bounds = _difference_bounds(before[usable], after[usable])
+    interval = paired_bootstrap_ci(diffs, n_resamples=n_resamples, level=CI_LEVEL, bounds=bounds, seed=seed)
     p_value = sign_flip_test(diffs, n_resamples=n_resamples, seed=seed)
     equivalence_p = equivalence_test(diffs, margin=EQUIVALENCE_MARGIN, n_resamples=n_resamples, seed=seed)
     row |= {"delta": interval.estimate, "ci_low": interval.low, "ci_high": interval.high, "p_value": p_value}
+    if interval.low <= bounds[0] or interval.high >= bounds[1]:
+        # The bootstrap could not bound the delta (resamples with no spread send t* to infinity) and the interval
+        # fell back to the widest difference the values allow: that is no estimate, so none is recorded.
+        moved = int(np.count_nonzero(diffs))
+        return row | {"ci_low": nan, "ci_high": nan, "verdict": INCONCLUSIVE,
+                      "reason": f"no spread to bound the delta: only {moved} of {diffs.size} tasks differ between "
+                                "the versions, so the bootstrap cannot say how far it could be; add held-out tasks."}
     return row | verdict_of(interval.low, interval.high, sign=sign, p_value=p_value, n_tasks=int(diffs.size),
                             equivalence_p=equivalence_p)
 

@@ -145,14 +145,17 @@ def test_compare_paired_uses_the_shared_statistics() -> None:
     assert row["verdict"] == "PASS"
 
 
-def test_sparse_differences_reach_the_bounds_of_a_rate() -> None:
-    # Two of 100 tasks moved: most resamples have no spread, so the data cannot bound the delta; the interval
-    # reaches the +/-1 a difference of rates allows, rather than infinity or a falsely narrow band.
+def test_sparse_differences_have_no_interval_not_a_fallback_one() -> None:
+    # Two of 100 tasks moved: most resamples have no spread, so the data cannot bound the delta. The bootstrap's
+    # interval falls back to the +/-1 a difference of rates allows; that is no estimate, so none is recorded
+    # (it was printed as [-1.000, +1.000] before) and the reason says why.
     before = np.zeros(100)
     after = before.copy()
     after[:2] = 1.0
     row = compare_paired(before, after, n_resamples=2000)
-    assert (row["ci_low"], row["ci_high"]) == (-1.0, 1.0) and row["verdict"] == "INCONCLUSIVE"
+    assert np.isnan(row["ci_low"]) and np.isnan(row["ci_high"]) and row["verdict"] == "INCONCLUSIVE"
+    assert row["reason"].startswith("no spread to bound the delta: only 2 of 100 tasks differ")
+    assert row["delta"] == pytest.approx(0.02) and row["p_value"] == pytest.approx(0.5, abs=0.05)
 
 
 def test_compare_paired_small_and_blocked() -> None:
