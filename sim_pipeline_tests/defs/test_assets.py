@@ -54,8 +54,8 @@ def test_whole_graph_materializes_for_one_partition(small_defs, instance, regist
     assert delta.success
     table = warehouse.read_table(warehouse.partition_path(base, "retail", "delta", policy_version="agent-v2"))
     assert {"pass@1", "pass^2", "pass@2"} <= set(table["metric"])
-    assert list(table.columns[:11]) == ["metric", "baseline", "candidate", "n_tasks", "before", "after", "delta",
-                                        "ci_low", "ci_high", "p_value", "verdict"]
+    assert list(table.columns[:12]) == ["metric", "baseline", "candidate", "n_tasks", "before", "after", "delta",
+                                        "ci_low", "ci_high", "p_value", "p_adjusted", "verdict"]
     rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version="agent-v1",
                                                              seed="0"))
     assert rollouts["rollout_id"].is_unique
