@@ -6,10 +6,11 @@ run rewrote is marked [STALE], and the summary says why and which run rebuilds i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -333,6 +334,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         for r in delta.itertuples(index=False):
             lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  delta {r.delta:+.3f} "
                          f"{_interval(r)}  p={r.p_value:.4f} (Holm {_holm(r):.4f})  {r.verdict}  (n={r.n_tasks}"
+                         + (f", detects ~{r.detectable:.2f}" if math.isfinite(getattr(r, "detectable", math.nan))
+                            else "")
                          + (f"; {r.n_ungraded_tasks} tasks left out, all samples errored" if r.n_ungraded_tasks else "")
                          + ")")
     lines.append(f"  parquet       {Path(base) / domain}/<asset>/policy_version=<v>/seed=<s>.parquet")

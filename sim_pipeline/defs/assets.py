@@ -44,7 +44,7 @@ T = TypeVar("T")
 # What the UI's tables show first, short enough to fit the page: the verdict beside its numbers. The Parquet file
 # (and the delta_reasons field) keep the rest.
 DELTA_UI_COLUMNS = ("metric", "verdict", "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "before", "after",
-                    "n_tasks", "n_ungraded_tasks")
+                    "n_tasks", "detectable", "n_ungraded_tasks")
 SLICE_UI_COLUMNS = ("axis", "value", "metric", "verdict", "delta", "ci_low", "ci_high", "q_value", "n_tasks")
 BY_SEED = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="seed")
 GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()

@@ -24,7 +24,7 @@ from sim_pipeline.measure.verdict import (  # noqa: F401  (re-exported: the verd
 DELTA_COLUMNS: tuple[str, ...] = (
     "metric", "baseline", "candidate", "n_tasks", "before", "after", "delta",
     "ci_low", "ci_high", "p_value", "p_adjusted", "verdict", "reason", "direction", "n_seeds", "seed_sd",
-    "n_ungraded_tasks",
+    "n_ungraded_tasks", "detectable",
 )
 _DIRECTION_NAMES = {sign: name for name, sign in DIRECTIONS.items()}
 
@@ -72,8 +72,31 @@ def delta_report(
             row["reason"] = f"{row['reason']} Note: {spread.note}"
         if metric in guarded:
             row["reason"] = f"must not regress; {row['reason']}"
+        diffs = (paired.after[metric] - paired.before[metric]).dropna().to_numpy(float)
+        row["detectable"] = detectable_effect(diffs.size, sd=float(diffs.std(ddof=1)) if diffs.size > 1 else math.nan,
+                                              tests=len(paired.directions))
         rows.append(row)
-    return pd.DataFrame(_family_wise(rows), columns=list(DELTA_COLUMNS))
+    rows = _family_wise(rows)
+    for row in rows:
+        if row["verdict"] == INCONCLUSIVE and math.isfinite(row["detectable"]) and math.isfinite(row["delta"]) \
+                and abs(row["delta"]) < row["detectable"]:
+            row["reason"] = (f"{row['reason']} Power: with {row['n_tasks']} tasks and this spread the table detects "
+                             f"a change of about {row['detectable']:.3f} with {DELTA_POWER:.0%} power; this delta is "
+                             "smaller.")
+    return pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
+
+
+def detectable_effect(n_tasks: int, *, sd: float, tests: int = 1, alpha: float = DELTA_ALPHA,
+                      power: float = DELTA_POWER) -> float:
+    """The smallest mean per-task difference `n_tasks` paired tasks detect with `power` (NaN without spread).
+
+    holdout_size's normal approximation solved for the effect, (z_{1-a/2} + z_power) sd / sqrt(n), at the level
+    a = alpha / tests that the family-wise step (Holm) asks of a table's strongest row.
+    """
+    if n_tasks < 2 or not math.isfinite(sd) or sd <= 0:
+        return math.nan
+    level = alpha / max(tests, 1)
+    return float((special.ndtri(1 - level / 2) + special.ndtri(power)) * sd / math.sqrt(n_tasks))
 
 
 def _family_wise(rows: list[dict]) -> list[dict]:

@@ -235,3 +235,20 @@ def test_a_row_that_passes_alone_but_not_across_the_table_is_inconclusive() -> N
     assert out["pass^4"]["verdict"] == "INCONCLUSIVE" and out["pass^4"]["p_adjusted"] == pytest.approx(0.09)
     assert "Holm's adjusted p=0.09 over 4 metrics" in out["pass^4"]["reason"]
     assert np.isnan(out["marker_refusal"]["p_adjusted"])
+
+
+def test_detectable_effect_is_holdout_size_solved_for_the_effect() -> None:
+    from sim_pipeline.measure.delta import detectable_effect
+
+    for n, sd in [(31, 0.4), (100, 0.25), (400, 0.5)]:
+        effect = detectable_effect(n, sd=sd)
+        assert holdout_size(effect, sd=sd) in (n, n + 1)  # the ceiling of the same normal formula
+        assert detectable_effect(n, sd=sd, tests=6) > effect  # the family-wise level asks more of a row
+    assert np.isnan(detectable_effect(31, sd=0.0)) and np.isnan(detectable_effect(1, sd=0.3))
+
+
+def test_an_inconclusive_row_smaller_than_the_run_can_detect_says_so() -> None:
+    report = _report(_grades("v1", 0.5, n_tasks=30), _grades("v2", 0.52, n_tasks=30, seed=1))
+    row = report.loc["pass@1"]
+    assert row["verdict"] == "INCONCLUSIVE" and 0.1 < row["detectable"] < 0.6
+    assert f"detects a change of about {row['detectable']:.3f} with 80% power" in row["reason"]
