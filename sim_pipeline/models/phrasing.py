@@ -165,13 +165,38 @@ def hedged(request: str, variant: int) -> str:
     return HEDGED[variant % len(HEDGED)].format(request=request)
 
 
+# Where a stated fact's value starts in a FACT_SENTENCE match: after its first " is " or ": ".
+_FACT_VALUE = re.compile(r" is |: ")
+
+
+def swap_words(text: str, swaps: dict[str, str]) -> str:
+    """`text` with each whole word (or phrase) of `swaps` replaced, except inside the values of stated facts.
+
+    A value is what the user is telling the agent ("My summary is my laptop battery drains."): rewriting a word in it
+    would make the user state a value other than their own, and an agent that copies it faithfully would then fail
+    the state oracle for doing exactly what a careful reader expects.
+    """
+    def swapped(part: str) -> str:
+        out = f" {part} "
+        for english, foreign in swaps.items():
+            out = out.replace(f" {english} ", f" {foreign} ")
+        return out[1:-1]
+
+    pieces, last = [], 0
+    for match in FACT_SENTENCE.finditer(text):
+        sentence = match.group(0)
+        cut = _FACT_VALUE.search(sentence)
+        head = cut.end() if cut else len(sentence)
+        pieces += [swapped(text[last:match.start()] + sentence[:head]), sentence[head:]]
+        last = match.end()
+    return "".join(pieces) + swapped(text[last:])
+
+
 def code_mixed(text: str, language: str) -> str:
-    """A message with another language's greeting, closing and a few function words (MIXED), the request kept."""
+    """A message with another language's greeting, closing and a few function words (MIXED), the request and the
+    values of stated facts kept."""
     greeting, swaps, closing = MIXED[language]
-    out = f" {text} "
-    for english, foreign in swaps.items():
-        out = out.replace(f" {english} ", f" {foreign} ")
-    return f"{greeting} {out.strip()} {closing}"
+    return f"{greeting} {swap_words(text, swaps).strip()} {closing}"
 
 
 def recap_permutations(chars: int) -> int:

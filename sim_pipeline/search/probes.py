@@ -20,7 +20,16 @@ from typing import Any
 import numpy as np
 
 from sim_pipeline import defaults
-from sim_pipeline.models.phrasing import FACT_SENTENCE, HEDGED, MIXED, code_mixed, hedged, split_facts, story_first
+from sim_pipeline.models.phrasing import (
+    FACT_SENTENCE,
+    HEDGED,
+    MIXED,
+    code_mixed,
+    hedged,
+    split_facts,
+    story_first,
+    swap_words,
+)
 from sim_pipeline.situation import Situation
 
 PROBES = ("out_of_domain", "injection_message", "injection_tool_result", "garbage", "false_authority",
@@ -53,10 +62,7 @@ def _garbage(gen: np.random.Generator) -> str:
 
 
 def _spanish(text: str) -> str:
-    out = text
-    for english, spanish in SPANISH.items():
-        out = out.replace(f" {english} ", f" {spanish} ")
-    return "Hola, necesito ayuda por favor. " + out
+    return "Hola, necesito ayuda por favor. " + swap_words(text, SPANISH)
 
 
 def _pick(gen: np.random.Generator, items: tuple[Any, ...] | list[Any]) -> Any:
