@@ -41,7 +41,7 @@ from sim_pipeline.measure.rate_bounds import (
     RateBound,
     bound_clustered,
     decisive_trials,
-    design_effect,
+    effective_counts,
     lower_bound,
 )
 from sim_pipeline.measure.stats import wilson_interval
@@ -352,8 +352,7 @@ def _check_leak_by_tool(judged: pd.DataFrame) -> CheckResult:
     worst: tuple[str, float, float, int] | None = None
     for tool, group in groups:
         bad = group["judge_reward"].to_numpy(float) == 1
-        n_eff = bad.size / design_effect(bad, group["situation_id"].to_numpy(str))
-        low = lower_bound(float(bad.mean()) * n_eff, n_eff, GATE_TEST_ALPHA / len(groups))
+        low = lower_bound(*effective_counts(bad, group["situation_id"].to_numpy(str)), GATE_TEST_ALPHA / len(groups))
         if low > JUDGE_TRUST_MAX_LEAK_RATE and (worst is None or low > worst[2]):
             worst = (str(tool), float(bad.mean()), low, bad.size)
     if worst is None:

@@ -87,10 +87,14 @@ def design_effect(bad: ArrayLike, clusters: ArrayLike) -> float:
     return max(1.0, clustered / (p * (1.0 - p) / x.size))
 
 
+def effective_counts(bad: ArrayLike, clusters: ArrayLike) -> tuple[float, float]:
+    """(bad events, trials) of rows flagged bad (0/1), both shrunk by the rows' design effect."""
+    x = np.asarray(bad, dtype=float)
+    n_eff = x.size / design_effect(x, clusters)
+    return (float(x.mean()) * n_eff if x.size else 0.0), n_eff
+
+
 def bound_clustered(bad: ArrayLike, clusters: ArrayLike, *, tolerated: float, limit: float, alpha: float,
                     beta: float) -> RateBound:
     """`bound_rate` over rows flagged bad (0/1), with the trials shrunk by the rows' design effect."""
-    x = np.asarray(bad, dtype=float)
-    n_eff = x.size / design_effect(x, clusters)
-    return bound_rate(float(x.mean()) * n_eff if x.size else 0.0, n_eff, tolerated=tolerated, limit=limit,
-                      alpha=alpha, beta=beta)
+    return bound_rate(*effective_counts(bad, clusters), tolerated=tolerated, limit=limit, alpha=alpha, beta=beta)
