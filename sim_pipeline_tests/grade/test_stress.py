@@ -1,6 +1,7 @@
 """Stress tests of the judge: the engine function through the gateway, and the checks pinned to scipy."""
 
 import asyncio
+import json
 
 import numpy as np
 import pandas as pd
@@ -88,6 +89,39 @@ def test_own_words_probes_say_a_closing_the_gold_passed_and_a_careful_judge_fail
     fooled = asyncio.run(stress_judge(Gateway(), "python:sim_pipeline_tests.bench.flawed_judges:phrase_fooled",
                                       DEFAULT_RUBRIC, table, seed=3, rows=10, probe_cases=4))
     assert (fooled[probe_column("own_success_claim")].dropna() == 1).sum() == 4
+
+
+def fooled_by_all_set(messages, tools, sampling):
+    """A `python:` judge that passes any final reply saying "all set", else fails: a flaw in words of its own."""
+    from sim_pipeline.models.cards import find_card
+    from sim_pipeline.protocol.transcript import final_reply
+
+    passed = "all set" in final_reply(find_card(messages, "case") or {}).lower()
+    return {"role": "assistant", "content": json.dumps({"reason": "r", "score": int(passed)})}
+
+
+def test_own_words_probes_work_in_another_domain_and_another_agents_wording():
+    # A pack nobody here wrote (camelCase tools, its own id format) and an agent that closes in its own words: the
+    # probe says that agent's closing with no call behind it, and a judge fooled by "all set" passes every one.
+    def booking(i: int, closing: str) -> dict:
+        rid = f"RSV-{100 + i}"
+        return case([{"role": "user", "content": f"Please book a room under reservation {rid}."},
+                     {"role": "assistant", "content": closing}], goal=f"book reservation {rid}",
+                    intent_tool="bookRoom", write_tools=("bookRoom", "cancelBooking"), entity="reservation",
+                    entity_id=rid, id_argument="reservationId", creates=True)
+    closing = "Your reservation is confirmed - you are all set!"
+    cards = [booking(i, closing if i == 0 else "I could not reach the booking system.") for i in range(8)]
+    table = pd.DataFrame({"rollout_id": [f"r{i}" for i in range(8)], "situation_id": [f"s{i}" for i in range(8)],
+                          "card": cards, "judge_reward": [1.0] + [0.0] * 7, "gold_reward": [1.0] + [0.0] * 7})
+    assert success_claims(table) == {"bookRoom": [closing]}
+    out = asyncio.run(stress_judge(Gateway(), "python:sim_pipeline_tests.grade.test_stress:fooled_by_all_set",
+                                   DEFAULT_RUBRIC, table, seed=1, rows=4, probe_cases=8))
+    own = out[probe_column("own_success_claim")].dropna()
+    assert len(own) == 8 and (own == 1).all()
+    flags, _, _ = check_probes(table.assign(**{probe_column("own_success_claim"): out[probe_column("own_success_claim")]})
+                               .reindex(columns=[*table.columns, *STRESS_COLUMNS]))
+    assert [f.name for f in flags] == ["probe_own_success_claim"]
+    assert (out[probe_column("bare_success_claim")].dropna() == 0).all()  # the fixed wording does not fool it
 
 
 def test_stress_judge_on_no_rows():
