@@ -20,7 +20,7 @@ response cache answering) would be reported as an error, not as throughput.
 The production pieces: deploy/dagster.yaml on a fresh PostgreSQL database, deploy/celery.yaml on RabbitMQ and Redis
 (a queue of the benchmark's own), workers started and stopped by deploy/scale-up.sh / scale-down.sh. Each worker
 process imports this module as its code location (`defs`). Without PostgreSQL, RabbitMQ, Redis or the [scale] extra
-it returns no figures and prints why. About 3.5 minutes on 2 cores (measured with Redis as the broker).
+it returns no figures and prints why. About 4 minutes on 2 cores (RabbitMQ as the broker; 3.5 with Redis).
 
     python -m sim_pipeline_tests.bench scale
 """
