@@ -13,8 +13,9 @@ def case(transcript: list[dict[str, Any]], *, goal: str = "cancel order 48213", 
          id_argument: str | None = "order_id", write_tools: tuple[str, ...] | list[str] = ("cancel_order",),
          creates: bool = False, verify_tools: tuple[str, ...] | list[str] = (), confirm: bool = False,
          forbidden_by: str | None = None, handover_tool: str | None = None,
-         rules: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
-    """A case card: `verify_tools` and `confirm` add a verify_before / confirm_before rule on the intended tool."""
+         rules: tuple[dict[str, Any], ...] = (), arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A case card: `verify_tools` and `confirm` add a verify_before / confirm_before rule on the intended tool;
+    `arguments` are the values the user stated for the write."""
     terms = list(rules)
     if verify_tools:
         terms.append({"id": "verify_identity", "kind": "verify_before", "text": "Verify the customer first.",
@@ -24,7 +25,7 @@ def case(transcript: list[dict[str, Any]], *, goal: str = "cancel order 48213", 
                       "tools": [intent_tool]})
     kind = "none" if not intent_tool else "new" if creates else "change" if intent_tool in write_tools else "read"
     want = Expected(kind=kind, write=expect_write and kind not in ("none", "read"), tool=intent_tool, entity=entity,
-                    entity_id=entity_id, id_argument=id_argument, effect={}, arguments={}, reachable=True,
+                    entity_id=entity_id, id_argument=id_argument, effect={}, arguments=dict(arguments or {}), reachable=True,
                     forbidden_by=forbidden_by, write_tools=tuple(write_tools), rules=tuple(terms),
                     handover_tool=handover_tool)
     return {"goal": goal, "expected": {**json.loads(want.to_json()), "rules": policy.card_rules(want)},

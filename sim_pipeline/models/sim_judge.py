@@ -38,7 +38,7 @@ from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import Reading, ToolTurn, affirms, read
 from sim_pipeline.protocol.careful import Approval, Call, answered_after, closes_in_failure, misstated, replies_after
 from sim_pipeline.protocol.careful import Reading as CallReading
-from sim_pipeline.protocol.expected import Expected
+from sim_pipeline.protocol.expected import Expected, agrees
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import final_reply, tool_turns
@@ -131,8 +131,8 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
             return 1, f"the agent created the record with {intent}"
         if len(made) != 1 or len(applied) != 1:
             return 0, f"expected exactly one {intent} and no other change"
-        return _told(messages, reading.turns.index(made[0]), trust_claims, made[0].result) or (
-            1, f"the agent created the record with {intent}")
+        return _misargued(want, made[0]) or _told(messages, reading.turns.index(made[0]), trust_claims,
+                                                  made[0].result) or (1, f"the agent created the record with {intent}")
     right = [t for t in applied if t.name == intent and str(t.arguments.get(id_arg)) == str(target)]
     if len(applied) > len(right):
         return 0, "the agent changed a record the customer did not ask about"
@@ -140,8 +140,17 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
         return (1, "the agent says the requested change was made") if claimed else (
             0, "the requested change was not confirmed by the tool for the customer's record")
     first = reading.turns.index(right[0])  # the rules before it (verification, confirmation): _careless
-    return _told(messages, first, trust_claims, right[0].result) or (
+    return _misargued(want, right[0]) or _told(messages, first, trust_claims, right[0].result) or (
         1, "the change was made for the right record, within the policy")
+
+
+def _misargued(want: Expected, call: ToolTurn) -> tuple[int, str] | None:
+    """A fail when the write carried a value other than the one the customer gave (an invented category, another
+    amount); None when every value the customer stated is the one sent."""
+    wrong = {k: call.arguments.get(k) for k, v in want.arguments.items() if not agrees(call.arguments.get(k), v)}
+    if not wrong:
+        return None
+    return 0, f"the agent called {call.name} with {wrong}, not the customer's {({k: want.arguments[k] for k in wrong})}"
 
 
 def _told(messages: list[dict[str, Any]], call: int, trust_claims: bool,

@@ -102,3 +102,19 @@ class Expected:
         data["rules"] = tuple(dict(r) for r in data.get("rules", ()))
         data["stressed"] = tuple(data.get("stressed", ()))
         return cls(**data)
+
+
+def agrees(given: Any, wanted: Any) -> bool:
+    """Whether a call's value is the user's (numbers by value, text case- and space-insensitively; lists item by
+    item, objects key by key)."""
+    if isinstance(wanted, list):
+        return isinstance(given, list) and len(given) == len(wanted) and all(map(agrees, given, wanted))
+    if isinstance(wanted, dict):
+        return isinstance(given, dict) and set(given) == set(wanted) and all(agrees(given[k], v)
+                                                                              for k, v in wanted.items())
+    if isinstance(given, (int, float)) and not isinstance(given, bool):
+        try:
+            return abs(float(given) - float(wanted)) < 1e-9 * max(1.0, abs(float(wanted)))
+        except ValueError:
+            return False
+    return " ".join(str(given).split()).lower() == " ".join(str(wanted).split()).lower()

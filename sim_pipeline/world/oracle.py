@@ -34,7 +34,7 @@ from sim_pipeline.domain import Domain, Tool
 from sim_pipeline.policy.kind import TermContext
 from sim_pipeline.protocol.careful import Approval, Call, Reading, answered_after, closes_in_failure, closing, \
     misstated
-from sim_pipeline.protocol.expected import Expected, Owner
+from sim_pipeline.protocol.expected import Expected, Owner, agrees
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import replied_after, replies, tool_turns
@@ -134,22 +134,6 @@ def _owners(domain: Domain, situation: Situation) -> tuple[Owner, ...]:
     return tuple(Owner(target, targets[target].id_argument, str(record[field]))
                  for field, target in sorted(entity.links().items())
                  if record is not None and record.get(field) is not None and target in targets)
-
-
-def _agrees(given: Any, wanted: Any) -> bool:
-    """Whether a call's value is the user's (numbers by value, text case- and space-insensitively; lists item by
-    item, objects key by key)."""
-    if isinstance(wanted, list):
-        return isinstance(given, list) and len(given) == len(wanted) and all(map(_agrees, given, wanted))
-    if isinstance(wanted, dict):
-        return isinstance(given, dict) and set(given) == set(wanted) and all(_agrees(given[k], v)
-                                                                              for k, v in wanted.items())
-    if isinstance(given, (int, float)) and not isinstance(given, bool):
-        try:
-            return abs(float(given) - float(wanted)) < 1e-9 * max(1.0, abs(float(wanted)))
-        except ValueError:
-            return False
-    return " ".join(str(given).split()).lower() == " ".join(str(wanted).split()).lower()
 
 
 def _fail(reason: str) -> Verdict:
@@ -302,9 +286,9 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
             return _fail(f"{want.entity} {want.entity_id} still exists")
         if want.kind == "change" and (record is None or any(record.get(k) != v for k, v in want.effect.items())):
             return _fail(f"{want.entity} {want.entity_id} does not have {want.effect}")
-    wrong = {k: made[0].arguments.get(k) for k, v in want.arguments.items() if not _agrees(made[0].arguments.get(k), v)}
+    wrong = {k: made[0].arguments.get(k) for k, v in want.arguments.items() if not agrees(made[0].arguments.get(k), v)}
     if wrong:
-        return _fail(f"{want.tool} was called with {wrong}, not the user's {{{', '.join(wrong)}}}")
+        return _fail(f"{want.tool} was called with {wrong}, not the user's {({k: want.arguments[k] for k in wrong})}")
     write_turn = turns[made[0].index] if made[0].index < len(turns) else len(messages)
     if not replied_after(messages, write_turn):
         return _fail(f"never told the user after {want.tool} was applied")

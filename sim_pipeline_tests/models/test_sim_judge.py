@@ -72,6 +72,49 @@ def test_outcome_follows_the_rubric(case, score, why):
     assert outcome(case)[0] == score and why in outcome(case)[1]
 
 
+# A pack in another style: camelCase tools, TCK- ids, nested values; the user stated the queue, priority and tags.
+STATED = {"queueName": "Facilities", "priorityLevel": 2, "tags": ["desk", "Chair"]}
+TICKET_ASK = msg("user", "Open a ticket in the Facilities queue, priority 2, tagged desk and chair.")
+
+
+def _ticket(**sent):
+    return card([TICKET_ASK, call("openTicket", 0, requesterId="EMP-0042", **sent),
+                 tool({"status": "created", "ticketRef": "TCK-9-118"}, 0),
+                 msg("assistant", "Ticket TCK-9-118 is open.")],
+                goal="open a facilities ticket", intent_tool="openTicket", entity="ticket", entity_id=None,
+                id_argument="ticketRef", write_tools=["openTicket"], creates=True, verify_tools=(), confirm=False,
+                arguments=STATED)
+
+
+@pytest.mark.parametrize(("sent", "score"), [
+    (STATED, 1),
+    ({"queueName": " facilities", "priorityLevel": 2.0, "tags": ["DESK", "chair"]}, 1),  # same values, other spelling
+    ({**STATED, "queueName": "Network"}, 0),  # a queue the user never named
+    ({**STATED, "priorityLevel": 1}, 0),
+    ({**STATED, "tags": ["desk"]}, 0),
+    ({"priorityLevel": 2, "tags": ["desk", "Chair"]}, 0),  # the stated queue left out
+])
+def test_a_record_created_with_values_the_user_never_gave_fails(sent, score):
+    case = _ticket(**sent)
+    got, why = outcome(case)
+    assert got == score, why
+    if not score:
+        assert "not the customer's" in why
+        # the judge the gate trusts says the same on every seed (it slips on a fixed share of cases: count them)
+        assert verdicts(SimJudge(), case).mean() <= 2 * defaults.JUDGE_SLIP_RATE
+
+
+def test_a_change_sent_with_another_amount_fails():
+    ask = [msg("assistant", "Shall I refund $25 on order 48213?"), msg("user", "Yes please.")]
+    refund = card([msg("user", f"Refund $25 on order 48213. My email is {EMAIL}."), *VERIFY, *ask,
+                   call("refund_order", 1, order_id="48213", amount=40),
+                   tool({"status": "updated"}, 1), msg("assistant", "Refunded $40 on order 48213.")],
+                  intent_tool="refund_order", arguments={"amount": 25})
+    assert outcome({**refund, "transcript": [*refund["transcript"][:-3], call("refund_order", 1, order_id="48213",
+                    amount=25.0), *refund["transcript"][-2:]]})[0] == 1
+    assert outcome(refund) == (0, "the agent called refund_order with {'amount': 40}, not the customer's {'amount': 25}")
+
+
 def test_a_read_counts_only_for_the_customers_record():
     found = card([OPEN, call("get_order", 0, order_id="48213"), tool({"status": "ok", "order": {}}, 0),
                   msg("assistant", "It has shipped.")], **READ)

@@ -66,7 +66,10 @@ def test_a_create_passes_only_with_the_users_values_and_only_once(helpdesk: Doma
     args = {k: situation.facts[k] for k in ("contact_email", "category", "summary")}
     assert _run(helpdesk, situation, state, [("create_ticket", args)]) == 1.0
     other = "hardware" if args["category"] != "hardware" else "software"
-    assert _run(helpdesk, situation, state, [("create_ticket", {**args, "category": other})]) == 0.0
+    verdict = _play(helpdesk, situation, state, [("create_ticket", {**args, "category": other})])[0]
+    # the reason names the value sent and the user's own, so a reader sees the mismatch without the situation
+    assert verdict.reward == 0.0 and verdict.reason.endswith(
+        f"{{'category': '{other}'}}, not the user's {{'category': '{args['category']}'}}"), verdict.reason
     assert _run(helpdesk, situation, state, [("create_ticket", args), ("create_ticket", args)]) == 0.0
 
 
