@@ -129,7 +129,7 @@ def _domain(where: str, name: Any) -> str:
                             f"letter, then lowercase letters, digits or _; never a path). Fix: use one of {known}")
     if not (packs.DOMAINS_DIR / name / "domain.yaml").is_file():
         raise RegistryError(f"{where}/domain: no domain pack '{name}' ({packs.DOMAINS_DIR / name / 'domain.yaml'} "
-                            f"does not exist). Fix: use one of {known}, or add the pack (README 'Adding a domain')")
+                            f"does not exist). Fix: use one of {known}, or add the pack (docs/domain-packs.md)")
     return name
 
 
@@ -206,7 +206,7 @@ def _entry(where: str, slug: str, spec: Any, base: dict[str, Any], order: int) -
 
 def _read(path: Path, lines: Lines | None = None) -> dict[str, Any]:
     if not path.is_file():
-        raise RegistryError(f"{path}: file not found. Fix: create it (see README 'Policy registry')")
+        raise RegistryError(f"{path}: file not found. Fix: create it (see docs/operations.md, 'Policy registry')")
     raw = load_yaml(path, RegistryError, lines) or {}
     if not isinstance(raw, dict):
         raise RegistryError(f"{path}: (top level): expected a mapping with 'policies', got {type(raw).__name__}. "

@@ -12,7 +12,7 @@ grades the episode with the model's closing message: the conduct rules, then the
 `sandbox_reward` does for TRL. The user's replies are part of the record, so replay never asks the user model again.
 
 `sim-pipeline export --format verl` writes the rows (with `tools_kwargs`) and `tool_config.yaml` (every domain tool
-and `message_user` bound to `SandboxTool`); README "Training recipes" gives the verl command line.
+and `message_user` bound to `SandboxTool`); docs/training.md "Training recipes" gives the verl command line.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def train_policy(version: PolicyVersion, seed: str, cuts: Mapping[str, pd.DataFr
             row["reason"] = f"the version's trainer trains {list(methods)} only"
         elif profile is None and version.trainer is None:
             row["reason"] = (f"{version.agent_backend} is no embedded agent and the version names no trainer. Fix: add "
-                             "trainer: {command: [...]} to the version in the registry (README 'Training')")
+                             "trainer: {command: [...]} to the version in the registry (docs/training.md)")
         elif table is None or not len(table):
             row["reason"] = f"the {cut} cut has no rows for this partition (empty, or refused by its publish gate)"
         elif profile is not None:
