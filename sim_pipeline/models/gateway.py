@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import ModelCallError
+from sim_pipeline.models.breaker import Breaker
 from sim_pipeline.models.cache import ResponseCache, request_key
 from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
 from sim_pipeline.models.completion import Completion, ProviderError, Sampling
@@ -166,11 +167,7 @@ class Gateway:
         self._api_keys = dict(api_keys or {})
         name_secret_variables(c.api_key_env for c in self.models.values())
         self._limiters: dict[tuple[str, int], _Limiter] = {}
-        # The circuit breaker, per model name: calls are numbered as they start; a failed call counts while no call
-        # started after it has succeeded (so slow failures finishing last do not look like an outage).
-        self._started: dict[str, int] = {}
-        self._last_success: dict[str, int] = {}
-        self._failed: dict[str, set[int]] = {}
+        self._breakers: dict[str, Breaker] = {}  # per model name (models/breaker.py)
         self._ready: set[str] = set()  # configs checked by `check`
         self.calls = 0
         self.cache_hits = 0
@@ -179,6 +176,13 @@ class Gateway:
     def config(self, model: str) -> ModelConfig:
         """The config a model name refers to (a registry `models:` entry), or the plain string's defaults."""
         return self.models.get(model) or ModelConfig.plain(model)
+
+    def breaker(self, config: ModelConfig) -> Breaker:
+        """The circuit breaker of a model name (one per gateway, shared by every call to it)."""
+        if config.name not in self._breakers:
+            where = f" at {config.api_base}" if config.api_base else ""
+            self._breakers[config.name] = Breaker(config.name, where, config.timeout_s)
+        return self._breakers[config.name]
 
     def _limiter(self, config: ModelConfig) -> _Limiter:
         # asyncio primitives belong to one event loop; a gateway may serve several asyncio.run() calls in turn.
@@ -212,22 +216,25 @@ class Gateway:
                 self.cache_hits += 1
                 return hit
         limiter = self._limiter(config)
-        number = self._started[config.name] = self._started.get(config.name, 0) + 1
+        breaker = self.breaker(config)
+        breaker.guard()
+        number = breaker.call_started()
         async with limiter.cond:
             await limiter.cond.wait_for(lambda: limiter.in_flight < limiter.limit)
             limiter.in_flight += 1
+        sent = [0]  # requests this call sent (its tries), counted by _with_retries
         try:
+            breaker.guard()  # it may have opened while this call waited for a slot
             completion = await self._with_retries(config, messages, tools, sampling, logprobs, limiter, tool_choice,
-                                                  response_format)
+                                                  response_format, sent, number)
         except ProviderError as exc:
-            self._count_failure(config, number, exc)
+            breaker.call_failed(number, sent[0], exc)
             raise
         finally:
             async with limiter.cond:
                 limiter.in_flight -= 1
                 limiter.cond.notify_all()
-        last = self._last_success[config.name] = max(number, self._last_success.get(config.name, 0))
-        self._failed[config.name] = {n for n in self._failed.get(config.name, set()) if n > last}
+        breaker.call_ok(number)
         self.calls += 1
         if self.cache is not None:
             self.cache.put(key, {k: v for k, v in completion.__dict__.items() if k != "cached"})
@@ -264,26 +271,14 @@ class Gateway:
         for model in dict.fromkeys(models):
             self.check(model)
 
-    def _count_failure(self, config: ModelConfig, number: int, exc: ProviderError) -> None:
-        """Count a failed call; MAX_CONSECUTIVE_FAILURES in a row (no later-started call succeeded) stop the run."""
-        if number <= self._last_success.get(config.name, 0):
-            return  # a later call already got through: the endpoint is up
-        failed = self._failed.setdefault(config.name, set())
-        failed.add(number)
-        failures = len(failed)
-        if failures >= defaults.MAX_CONSECUTIVE_FAILURES:
-            where = f" at {config.api_base}" if config.api_base else ""
-            raise ModelCallError(
-                f"model '{config.name}'{where}: {failures} calls failed in a row, each after "
-                f"{defaults.GATEWAY_TRIES} tries, so the circuit breaker stopped the run (last: {str(exc)[:200]}). "
-                f"Fix: check that the endpoint is up and answers within timeout_s={config.timeout_s:g} s, then "
-                "re-run") from None
-
     async def _with_retries(self, config: ModelConfig, messages: list[dict[str, Any]],
                             tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool, limiter: _Limiter,
                             tool_choice: dict[str, Any] | None = None,
-                            response_format: dict[str, Any] | None = None) -> Completion:
+                            response_format: dict[str, Any] | None = None, sent: list[int] | None = None,
+                            call: int = 0) -> Completion:
         model = config.model
+        breaker = self.breaker(config)
+        sent = sent if sent is not None else [0]
         if model.startswith(CALLABLE_PREFIX):
             return await call_agent(model, messages, tools, sampling, redact=self.redact)
         if model.startswith("sim/") and self.fast_path:
@@ -293,9 +288,17 @@ class Gateway:
         last: Exception | None = None
         for attempt in range(defaults.GATEWAY_TRIES):
             wait = delay
+            request = breaker.request_started(call)  # raises once the breaker is open: no more requests to a dead model
+            sent[0] += 1
             try:
-                completion = await self._call(litellm, config, messages, tools, sampling, logprobs, tool_choice,
-                                              response_format)
+                try:
+                    completion = await self._call(litellm, config, messages, tools, sampling, logprobs, tool_choice,
+                                                  response_format)
+                except Exception as exc:
+                    # A rate limit says the endpoint is up and busy: it slows the calls (below), it is no outage.
+                    breaker.request_failed(request, exc, streak=not isinstance(exc, litellm.RateLimitError))
+                    raise
+                breaker.request_ok(request)
                 if limiter.limit < limiter.cap:
                     limiter.limit += 1  # additive increase after a success: recover from a rate limit slowly
                 return completion

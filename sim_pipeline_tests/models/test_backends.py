@@ -4,6 +4,8 @@ Every test points litellm at the scripted OpenAI-compatible server and counts wh
 """
 
 import asyncio
+import re
+import threading
 import time
 
 import pytest
@@ -104,9 +106,78 @@ def test_an_endpoint_that_keeps_failing_stops_the_run_after_failures_in_a_row():
         for seed in range(defaults.MAX_CONSECUTIVE_FAILURES - 1):
             with pytest.raises(ProviderError):
                 call(gateway, "local", seed)
-        with pytest.raises(ModelCallError, match=f"{defaults.MAX_CONSECUTIVE_FAILURES} calls failed in a row"):
+        with pytest.raises(ModelCallError) as stopped:
             call(gateway, "local", 99)
-    assert len(server.requests) == defaults.MAX_CONSECUTIVE_FAILURES * defaults.GATEWAY_TRIES
+    sent = defaults.MAX_CONSECUTIVE_FAILURES * defaults.GATEWAY_TRIES
+    assert len(server.requests) == sent
+    assert f"{sent} requests failed in a row ({sent} HTTP 503) over {defaults.MAX_CONSECUTIVE_FAILURES} calls (each " \
+        f"failed after {defaults.GATEWAY_TRIES} tries), so the circuit breaker stopped the run; {sent} requests to " \
+        "it came back in all (last:" in str(stopped.value)
+
+
+def _burst(gateway: Gateway, n: int) -> list:
+    """`n` calls at once, as a partition's rollouts make them: every outcome, errors included."""
+    async def run():
+        return await asyncio.gather(*(gateway.complete("local", MESSAGES, sampling=Sampling(seed=i)) for i in range(n)),
+                                    return_exceptions=True)
+    return asyncio.run(run())
+
+
+def _counted(error: ModelCallError) -> tuple[int, int]:
+    """The requests the breaker's message says came back, and those it says were still in flight."""
+    back = re.search(r"; (\d+) requests to it came back in all(?:, (\d+) more were in flight)?", str(error))
+    return int(back.group(1)), int(back.group(2) or 0)
+
+
+def test_a_dead_but_listening_endpoint_gets_at_most_the_streak_plus_what_is_in_flight():
+    """16 calls in flight against an endpoint that answers 500: once the streak is reached no call sends another
+    try, and the message counts exactly what the server received."""
+    slow_500 = lambda request: (time.sleep(0.05), 500)[1]  # noqa: E731 - a failing server that takes a moment
+    with ScriptedServer(slow_500) as server:
+        gateway = Gateway(backoff_s=0.01, models={"local": config(server)}, concurrency=defaults.GATEWAY_CONCURRENCY)
+        outcomes = _burst(gateway, 40)
+        time.sleep(0.2)  # the requests in flight when it opened have all reached the server
+    stops = [o for o in outcomes if isinstance(o, ModelCallError)]
+    assert stops and not [o for o in outcomes if not isinstance(o, (ModelCallError, ProviderError))]
+    bound = defaults.MAX_CONSECUTIVE_FAILURES * defaults.GATEWAY_TRIES + defaults.GATEWAY_CONCURRENCY
+    assert len(server.requests) <= bound, (len(server.requests), bound)  # it was 18 calls x 3 tries = 54 before
+    back, flying = _counted(stops[0])  # the first error raised: the run's stop message
+    assert back <= len(server.requests) <= back + flying
+    assert "HTTP 500" in str(stops[0]) and "circuit breaker" in str(stops[0])
+
+
+def test_replies_without_a_completion_are_counted_as_sent_once_each():
+    """An empty `choices` list is an invalid response: not retried, and the message says so (not "3 tries")."""
+    empty = (200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []})
+    with ScriptedServer(replies(empty)) as server:
+        gateway = Gateway(backoff_s=0, models={"local": config(server)})
+        for seed in range(defaults.MAX_CONSECUTIVE_FAILURES - 1):
+            with pytest.raises(ProviderError):
+                call(gateway, "local", seed)
+        with pytest.raises(ModelCallError) as stopped:
+            call(gateway, "local", 99)
+    n = defaults.MAX_CONSECUTIVE_FAILURES
+    assert len(server.requests) == n
+    assert f"{n} requests failed in a row ({n} invalid response (not retried)) over {n} calls (each failed after 1 " \
+        f"try)" in str(stopped.value) and f"; {n} requests to it came back in all (" in str(stopped.value)
+
+
+def test_a_burst_of_rate_limits_slows_the_calls_and_does_not_stop_the_run():
+    """Every call rate-limited once, all at the same moment: the endpoint is up, so no breaker, every call answered."""
+    seen: set[int] = set()
+    lock = threading.Lock()
+
+    def limited_once(request):
+        with lock:
+            first = request["seed"] not in seen
+            seen.add(request["seed"])
+        return (429, {"error": {"message": "slow down", "type": "rate_limit"}}, {"Retry-After": "0"}) if first else ANSWER
+
+    with ScriptedServer(limited_once) as server:
+        gateway = Gateway(backoff_s=0, models={"local": config(server)}, concurrency=defaults.GATEWAY_CONCURRENCY)
+        outcomes = _burst(gateway, 2 * defaults.GATEWAY_CONCURRENCY)
+    assert all(not isinstance(o, Exception) for o in outcomes), [o for o in outcomes if isinstance(o, Exception)][:1]
+    assert len(server.requests) == 4 * defaults.GATEWAY_CONCURRENCY
 
 
 def test_a_success_resets_the_failure_count():
