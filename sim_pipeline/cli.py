@@ -458,6 +458,10 @@ def parser() -> argparse.ArgumentParser:
     pol = verbs.add_parser("policies", help="the policy registry (data/policies.yaml)")
     pol.add_argument("action", choices=["list", "sync"], help="list versions, or register them as partitions")
     pol.set_defaults(fn=cmd_policies)
+    from sim_pipeline.cli_view import add_view
+
+    add_view(verbs, _seeds_option, os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"), UNVERIFIED_FLAG,
+             UNVERIFIED_HELP, defaults.DEFAULT_DOMAIN)
     return top
 
 
