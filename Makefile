@@ -36,7 +36,7 @@ test: $(BIN)/sim-pipeline  ## the test suite (the trainer tests run too once the
 
 $(VENV)/.train: $(BIN)/sim-pipeline
 	$(BIN)/pip install --quiet "torch==2.13.0"  # the CPU wheel on this machine's disk, before anything asks for torch
-	$(BIN)/pip install --quiet -e ".[dev,train,scale]"  # CI runs the deploy tests too (PostgreSQL, RabbitMQ, Redis)
+	$(BIN)/pip install --quiet -e ".[dev,train,scale,ui]"  # CI runs the deploy tests (PostgreSQL, RabbitMQ, Redis) and the browser test too
 	touch $@
 
 test-train: $(VENV)/.train  ## the test suite with the trainer tests required (what CI runs)
