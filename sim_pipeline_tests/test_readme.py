@@ -65,7 +65,8 @@ def test_the_column_tables_are_the_columns_a_run_writes(run, asset):
 
 
 def test_the_transcript_snippet_runs_on_a_real_run(run, capsys):
-    snippet = re.search(r"## Reading transcripts\n+```python\n(.*?)```", README.read_text(), flags=re.S).group(1)
+    section = _section(README.read_text(), "## Reading transcripts")
+    snippet = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
     assert 'base = "data/warehouse/' in snippet
     snippet = snippet.replace('"data/warehouse/', f'"{run[0]}/')
     exec(compile(snippet, "README.md", "exec"), {})  # noqa: S102 - the README's own code, on this run's files
