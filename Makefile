@@ -56,7 +56,8 @@ test-verl: $(VERL_VENV)/.verl  ## the verl adapter's tests (its own venv, .venv-
 
 dev: $(BIN)/sim-pipeline $(DAGSTER_HOME)  ## the Dagster UI and daemon on http://127.0.0.1:3000
 	$(BIN)/sim-pipeline policies sync
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	@# Ctrl-C stops everything dagster dev started, its code server's run workers included (sim_pipeline/defs/dev_server.py)
+	exec $(BIN)/python -m sim_pipeline.defs.dev_server -- $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 $(VENV)/.scale: $(BIN)/sim-pipeline
 	$(BIN)/pip install --quiet -e ".[dev,scale]"

@@ -16,7 +16,7 @@ from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.defs import checks
 from sim_pipeline.defs.cuts import cut_asset
 from sim_pipeline.defs.io import LINEAGE_VERSIONS, READS_AVAILABLE_PARTITIONS
-from sim_pipeline.defs.metadata import table_metadata
+from sim_pipeline.defs.metadata import rounded, split_tables, step_tag, table_metadata, version_links
 from sim_pipeline.defs.partitions import SEED, policy_version_partitions, seed_by_version, split_key
 from sim_pipeline.defs.training import trained_policy_asset
 from sim_pipeline.defs.resources import (
@@ -43,11 +43,21 @@ from sim_pipeline.world.state import build_state, state_from_table, state_table
 T = TypeVar("T")
 # What the UI's tables show first, short enough to fit the page: the verdict beside its numbers. The Parquet file
 # (and the delta_reasons field) keep the rest.
-DELTA_UI_COLUMNS = ("metric", "verdict", "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "before", "after",
-                    "n_tasks", "detectable", "n_ungraded_tasks")
+# The verdict and what decides it come first: a UI table wider than its pane scrolls its last columns away.
+DELTA_UI_COLUMNS = ("metric", "verdict", "before", "after", "delta", "p_value", "n_tasks", "ci_low", "ci_high",
+                    "p_adjusted", "detectable", "n_ungraded_tasks")
+# The hack scan's verdict first; abs_correlation (the correlation's size) is left to the Parquet file.
+HACK_SCAN_UI_COLUMNS = ("feature", "flagged", "correlation", "floor", "within_sd", "n_rollouts")
 SLICE_UI_COLUMNS = ("axis", "value", "metric", "verdict", "delta", "ci_low", "ci_high", "q_value", "n_tasks")
 BY_SEED = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="seed")
 GATED = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
+
+
+def world_fit_tables(fit: pd.DataFrame) -> dict[str, dg.TableMetadataValue]:
+    """World fit as three narrow UI tables, each led by the tool: the shares its verdict reads, the calls refused for
+    their arguments, the rest."""
+    return dict(zip(("world_fit", "world_fit_arguments", "world_fit_other"),
+                    split_tables(fit, "tool", checks.FIT_UI_GROUPS)))
 
 
 def policy_of(v: PolicyVersion) -> Policy:
@@ -111,7 +121,7 @@ def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -
     train = rollouts[rollouts["split"] == "train"]
     return {"stop_reason": reason, "batches": int(search["batch"].nunique()),
             "arms_drawn": dg.MetadataValue.json(search["arm"].value_counts().to_dict()),
-            "final_weights": dg.MetadataValue.json(final_weights(search)),
+            "final_weights": dg.MetadataValue.json(rounded(final_weights(search))),
             "weights_by_batch": table_metadata(by_batch),
             "weights_chart": dg.MetadataValue.md(weights_chart(by_batch, defaults.SEARCH_ARMS)),
             "weights_plot": dg.MetadataValue.md(png_markdown(plot_weights(by_batch), alt="arm weights per batch")),
@@ -133,7 +143,7 @@ def score_extras(grades: pd.DataFrame, rollouts: pd.DataFrame, heldout: pd.DataF
     return {"pass_curves_chart": dg.MetadataValue.md(pass_curve_chart(curve)),
             "pass_curves": dg.MetadataValue.md(png_markdown(plot_pass_curves(heldout, curve=curve),
                                                             alt="pass@k and pass^k")),
-            "hack_scan": table_metadata(scan_table), "hack_scan_note": scan.note,
+            "hack_scan": table_metadata(scan_table[list(HACK_SCAN_UI_COLUMNS)]), "hack_scan_note": scan.note,
             "hack_flagged": dg.MetadataValue.json(list(scan.flagged))}
 
 
@@ -165,7 +175,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
 
     group = name
 
-    @dg.asset(key=key("axes"), group_name=group, description=(
+    @dg.asset(key=key("axes"), group_name=group, tags=step_tag("axes"), description=(
         "Step 01. What varies: one row per (axis, value) of the six axes, with tool class and base risk."))
     def axes() -> dg.Output[pd.DataFrame]:
         table = axes_table(domain)
@@ -173,7 +183,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         return dg.Output(table, metadata={"values_per_axis": dg.MetadataValue.json(counts),
                                           "grid_size": int(pd.Series(counts).prod())})
 
-    @dg.asset(key=key("covering_array"), group_name=group, partitions_def=SEED, deps=[key("axes")],
+    @dg.asset(key=key("covering_array"), group_name=group, tags=step_tag("covering_array"), partitions_def=SEED, deps=[key("axes")],
               description=("Step 02. Planned cells: every allowed pair of axis values appears in at least one row. "
                            "The previous plan's still-valid rows are kept, so situation ids survive a new rule."))
     def covering_array(context: dg.AssetExecutionContext, store: WarehouseResource) -> dg.Output[pd.DataFrame]:
@@ -188,13 +198,13 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         return dg.Output(cells, metadata={**{k: int(v) for k, v in stats.items()}, "kept_from_previous": kept,
                                           "seconds": round(time.perf_counter() - started, 3)})
 
-    @dg.asset(key=key("world"), group_name=group, partitions_def=SEED,
+    @dg.asset(key=key("world"), group_name=group, tags=step_tag("world"), partitions_def=SEED,
               description="Step 03. The seeded world: entity tables drawn from the domain's schemas (one JSON record each).")
     def world(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
         table = state_table(build_state(domain, int(context.partition_key)))
         return dg.Output(table, metadata={"entities": dg.MetadataValue.json(table["entity"].value_counts().to_dict())})
 
-    @dg.asset(key=key("situations"), group_name=group, partitions_def=SEED,
+    @dg.asset(key=key("situations"), group_name=group, tags=step_tag("situations"), partitions_def=SEED,
               ins={"covering_array": dg.AssetIn(key("covering_array")), "world": dg.AssetIn(key("world"))},
               check_specs=[dg.AssetCheckSpec(checks.SITUATIONS_SOLVABLE, asset=key("situations"), partitions_def=SEED,
                                              blocking=True, description=checks.SITUATIONS_SOLVABLE_DESCRIPTION)],
@@ -207,14 +217,18 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         yield dg.Output(table, metadata={"situations": len(table), "solvable": int(table["solvable"].sum()),
                                          "under_stress": dg.MetadataValue.json(stressed_counts(table)),
                                          "split": dg.MetadataValue.json(table["split"].value_counts().to_dict())})
-        yield checks.situations_solvable_result(table)
+        solvable = checks.situations_solvable_result(table)
+        yield solvable
+        checks.stop_if_failed(key("situations"), solvable)
 
     @dg.multi_asset(
         name=f"{name}_search_and_rollouts", group_name=group, partitions_def=multi,
         outs={"search": dg.AssetOut(key=key("search"), description=(
-                  "Step 04. Which train situations the search drew, per batch: arm, weight at the draw, yield.")),
+                  "Step 04. Which train situations the search drew, per batch: arm, weight at the draw, yield."),
+              tags=step_tag("search")),
               "rollouts": dg.AssetOut(key=key("rollouts"), description=(
-                  "Step 05. Held-out eval rollouts (k samples) and search rollouts, with logprobs and provenance."))},
+                  "Step 05. Held-out eval rollouts (k samples) and search rollouts, with logprobs and provenance. "
+                  "A rollout's status says how it ended: " + checks.status_words()), tags=step_tag("rollouts"))},
         ins={"situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED),
              "world": dg.AssetIn(key("world"), partition_mapping=BY_SEED)},
         check_specs=[dg.AssetCheckSpec(checks.ROW_SCHEMA, asset=key("rollouts"), partitions_def=multi,
@@ -238,12 +252,14 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         yield dg.Output(search, output_name="search", metadata=search_metadata(search, rows, reason))
         fit = domain_fit(domain, rows, pd.concat([situations, search], ignore_index=True))
         yield dg.Output(rollout_table(rows), output_name="rollouts",
-                        metadata={**checks.rollout_metadata(rows), "world_fit": table_metadata(fit)})
+                        metadata={**checks.rollout_metadata(rows), **world_fit_tables(fit)})
+        health = checks.rollout_health_result(rows)
         yield checks.row_schema_result(rows)
-        yield checks.rollout_health_result(rows)
+        yield health
         yield checks.world_fit_result(fit)
+        checks.stop_if_failed(key("rollouts"), health)
 
-    @dg.asset(key=key("grades"), group_name=group, partitions_def=multi,
+    @dg.asset(key=key("grades"), group_name=group, tags=step_tag("grades"), partitions_def=multi,
               ins={"rollouts": dg.AssetIn(key("rollouts")), "search": dg.AssetIn(key("search")),
                    "situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED)},
               check_specs=[dg.AssetCheckSpec(checks.JUDGE_TRUST, asset=key("grades"), blocking=True,
@@ -260,11 +276,13 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         report = checks.trust_report(table, version)  # once per partition: recorded in the table for every reader
         table = with_recorded_trust(table, report)
         yield dg.Output(table, metadata=checks.grade_metadata(table))
-        yield checks.judge_trust_result(report, version)
+        trust = checks.judge_trust_result(report, version)
+        yield trust
+        checks.stop_if_failed(key("grades"), trust)
 
     cut_assets = [cut_asset(name, step, domain, multi, GATED) for step in CUTS]
 
-    @dg.asset(key=key("scores"), group_name=group, partitions_def=multi,
+    @dg.asset(key=key("scores"), group_name=group, tags=step_tag("scores"), partitions_def=multi,
               ins={"grades": dg.AssetIn(key("grades")), "rollouts": dg.AssetIn(key("rollouts")),
                    "situations": dg.AssetIn(key("situations"), partition_mapping=BY_SEED)},
               description=("Step 08. pass@1, pass^k and pass@k on held-out tasks (graded rows only), with bootstrap intervals "
@@ -280,7 +298,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         return dg.Output(table, metadata={"scores": table_metadata(table), "ungraded_heldout_rollouts": ungraded,
                                           **score_extras(grades, rollouts, heldout)})
 
-    @dg.asset(key=key("delta"), group_name=group, partitions_def=policy_version_partitions(name),
+    @dg.asset(key=key("delta"), group_name=group, tags=step_tag("delta"), partitions_def=policy_version_partitions(name),
               output_required=False,  # withheld when a judge is not trusted
               # Every version's grades, declared: a version's delta needs its own and its baseline's, and the
               # graph must say so, or a backfill could run the delta before the baseline's grades exist.
@@ -305,12 +323,19 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
                     for v, table in sides for seed in checks.untrusted_seeds(table, v)]
         if withheld:  # gate before write: no delta from grades nobody may trust, and no earlier one left standing
             store.remove_one(name, "delta", policy_version=version.slug)
-            yield checks.withheld_delta_result(withheld)
+            result = checks.withheld_delta_result(withheld)
+            yield result
+            checks.stop_if_failed(key("delta"), result)
             return
         report, meta = delta_for(version, own, baseline, seeds)
         compared = [slug for slug in (version.slug, version.baseline) if slug]  # its lineage: their grades only
-        yield dg.Output(report, metadata={**meta, LINEAGE_VERSIONS: dg.MetadataValue.json(compared)})
-        yield checks.must_not_regress_result(report, version)
+        links = version_links(name, [(role, v.slug, v.baseline is not None) for role, v in
+                                     (("candidate", version), ("baseline", sides[-1][0]))[:len(sides)]],
+                              sorted(set(seeds) & {str(s) for s in own["seed"].unique()}) if len(own) else [])
+        yield dg.Output(report, metadata={**meta, "versions": links, LINEAGE_VERSIONS: dg.MetadataValue.json(compared)})
+        regress = checks.must_not_regress_result(report, version)
+        yield regress
+        checks.stop_if_failed(key("delta"), regress)
 
     return [axes, covering_array, world, situations, search_and_rollouts, grades, *cut_assets, scores, delta,
             trained_policy_asset(name, domain, multi)]

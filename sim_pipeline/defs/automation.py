@@ -1,13 +1,14 @@
-"""Schedules and sensors: the nightly evaluation of the newest version, and registry-driven partitions.
+"""Schedules and sensors: the nightly evaluation of the compared versions, and registry-driven partitions.
 
 A policy run (one version on one seed) reads its seed's `covering_array`, `world` and `situations`, which are
 partitioned by seed alone, so one Dagster run cannot hold both. The chain is explicit instead: the nightly schedule
 requests the seed job for every seed (it rebuilds the seed's plan, world and situations, keeping the plan's rows
 that are still valid, so a changed domain pack is never evaluated on stale situations), and the seed-ready sensor
-requests the newest version's policy run for each seed whose seed run succeeded. The registry sensor does the
+requests, for each seed whose seed run succeeded, the policy run of every version a delta compares (each
+candidate and each baseline, plus the newest version), so every delta has its two sides graded on every seed. The registry sensor does the
 same for a new version: its seed-0 run comes straight away when seed 0 is ready, else after the seed job. When a
-policy run of a version with a baseline succeeds, the delta sensor runs that version's delta, which reads every
-seed both versions have graded.
+policy run succeeds, the delta sensor runs the delta of that version (when it has a baseline) and of every version
+whose baseline it is, each of which reads every seed both of its versions have graded.
 """
 
 
@@ -24,7 +25,7 @@ from sim_pipeline.defs.partitions import (
     policy_version_partitions,
     split_key,
 )
-from sim_pipeline.registry import REGISTRY_PATH, load_registry, versions_for
+from sim_pipeline.registry import REGISTRY_PATH, PolicyVersion, load_registry, versions_for
 
 NIGHTLY_CRON = "0 2 * * *"  # 02:00, after the day's training runs have registered their versions
 # Runs `sim-pipeline run` launches carry this tag: it runs every step itself, so the sensors must not follow them.
@@ -100,13 +101,20 @@ def delta_job(domain: str):
                       "over the seeds both have graded.")
 
 
+def compared_versions(versions: list[PolicyVersion]) -> list[PolicyVersion]:
+    """The versions the nightly evaluates, in registry order: every candidate and baseline of a delta, and the newest."""
+    baselines = {v.baseline for v in versions if v.baseline}
+    return [v for i, v in enumerate(versions) if v.baseline or v.slug in baselines or i == len(versions) - 1]
+
+
 def nightly_schedule(domain: str) -> dg.ScheduleDefinition:
-    """Every night: every seed's plan, world and situations; the seed-ready sensor then runs the newest version."""
+    """Every night: every seed's plan, world and situations; the seed-ready sensor then runs the compared versions."""
 
     @dg.schedule(name=f"{domain}_nightly", cron_schedule=NIGHTLY_CRON, job_name=seed_job_name(domain),
                  default_status=dg.DefaultScheduleStatus.STOPPED,
                  description=f"02:00: rebuilds each seed of '{domain}' (seed job), after which "
-                             f"{domain}_seed_ready_sensor evaluates the newest registered version on that seed.")
+                             f"{domain}_seed_ready_sensor evaluates on that seed every version a delta compares "
+                             "(candidates and baselines) and the newest.")
     def _nightly(context: dg.ScheduleEvaluationContext):
         if not versions_for(load_registry(REGISTRY_PATH), domain):
             return dg.SkipReason(f"no version of domain '{domain}' is registered")
@@ -117,13 +125,15 @@ def nightly_schedule(domain: str) -> dg.ScheduleDefinition:
 
 
 def seed_ready_sensor(domain: str) -> dg.RunStatusSensorDefinition:
-    """When a seed run succeeds, the newest version's policy run on that seed (the nightly's second half)."""
+    """When a seed run succeeds, the policy run on that seed of every version a delta compares, and of the newest
+    (the nightly's second half)."""
 
     @dg.run_status_sensor(name=f"{domain}_seed_ready_sensor", run_status=dg.DagsterRunStatus.SUCCESS,
                           monitored_jobs=[seed_job(domain)],
                           request_job=policy_job(domain), default_status=dg.DefaultSensorStatus.RUNNING,
-                          description=f"After a successful {seed_job_name(domain)} run: the newest registered "
-                                      f"version of '{domain}' on that seed (search, rollouts, grades, cuts, scores).")
+                          description=f"After a successful {seed_job_name(domain)} run: every version of "
+                                      f"'{domain}' a delta compares (candidates and baselines) and the newest, on "
+                                      "that seed (search, rollouts, grades, cuts, scores).")
     def _ready(context: dg.RunStatusSensorContext):
         if context.dagster_run.tags.get(LAUNCHED_BY_TAG) == LAUNCHED_BY_CLI:
             return dg.SkipReason("a `sim-pipeline run` seed run: that command runs the versions itself")
@@ -131,30 +141,33 @@ def seed_ready_sensor(domain: str) -> dg.RunStatusSensorDefinition:
         versions = versions_for(load_registry(REGISTRY_PATH), domain)
         if seed is None or not versions:
             return dg.SkipReason(f"the seed run has no seed partition, or domain '{domain}' has no version")
-        newest = versions[-1]
-        return dg.RunRequest(run_key=f"{newest.slug}|{seed}|{context.dagster_run.run_id}",
-                             partition_key=partition_key(newest.slug, seed))
+        return [dg.RunRequest(run_key=f"{v.slug}|{seed}|{context.dagster_run.run_id}",
+                              partition_key=partition_key(v.slug, seed)) for v in compared_versions(versions)]
 
     return _ready
 
 
 def delta_follow_sensor(domain: str) -> dg.RunStatusSensorDefinition:
-    """When a version's policy run succeeds, its delta against the baseline (over the seeds both have graded)."""
+    """When a version's policy run succeeds, its delta against its baseline and the delta of every version whose
+    baseline it is (each over the seeds both of its versions have graded)."""
 
     @dg.run_status_sensor(name=f"{domain}_delta_sensor", run_status=dg.DagsterRunStatus.SUCCESS,
                           monitored_jobs=[policy_job(domain)], request_job=delta_job(domain),
                           default_status=dg.DefaultSensorStatus.RUNNING,
-                          description=f"After a successful {policy_job_name(domain)} run of a version with a "
-                                      "baseline: that version's delta (it reads every seed both versions have).")
+                          description=f"After a successful {policy_job_name(domain)} run: the delta of that "
+                                      "version if it has a baseline, and of every version whose baseline it is "
+                                      "(a delta reads every seed both of its versions have).")
     def _follow(context: dg.RunStatusSensorContext):
         if context.dagster_run.tags.get(LAUNCHED_BY_TAG) == LAUNCHED_BY_CLI:
             return dg.SkipReason("a `sim-pipeline run` policy run: that command runs the delta itself")
         key = context.dagster_run.tags.get("dagster/partition")
         slug = split_key(key)[0] if key else None
-        version = load_registry(REGISTRY_PATH).get(slug) if slug else None
-        if version is None or version.baseline is None:
-            return dg.SkipReason(f"run {context.dagster_run.run_id}: no registered version with a baseline")
-        return dg.RunRequest(run_key=f"delta|{slug}|{context.dagster_run.run_id}", partition_key=slug)
+        versions = versions_for(load_registry(REGISTRY_PATH), domain)
+        deltas = [v.slug for v in versions if v.baseline and slug in (v.slug, v.baseline)]
+        if not deltas:
+            return dg.SkipReason(f"run {context.dagster_run.run_id}: {slug or 'its version'} is in no delta "
+                                 "(no baseline, and no version's baseline)")
+        return [dg.RunRequest(run_key=f"delta|{d}|{context.dagster_run.run_id}", partition_key=d) for d in deltas]
 
     return _follow
 

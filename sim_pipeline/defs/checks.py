@@ -5,8 +5,9 @@ from __future__ import annotations
 import dagster as dg
 import pandas as pd
 
+from sim_pipeline import defaults
 from sim_pipeline.cut.publish_gate import GateResult
-from sim_pipeline.defs.metadata import table_metadata
+from sim_pipeline.defs.metadata import split_tables, table_metadata
 from sim_pipeline.grade.judge_trust import (
     JudgeTrustReport,
     flag_lines,
@@ -15,6 +16,7 @@ from sim_pipeline.grade.judge_trust import (
     report_tables,
 )
 from sim_pipeline.measure.delta import must_not_regress_failures
+from sim_pipeline.protocol import statuses
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import rollout_health, tool_error_shares
 from sim_pipeline.rollout.row import row_errors
@@ -25,8 +27,8 @@ ROW_SCHEMA = "row_schema"
 ROLLOUT_HEALTH = "rollout_health"
 ROLLOUT_HEALTH_DESCRIPTION = ("Blocking. The share of rollouts that errored outside the agent's conduct (provider or "
                               "HTTP errors, timeouts, invalid completions, user-model failures) is at most "
-                              "defaults.MAX_ERROR_SHARE; errored rollouts are never graded, and above the share the "
-                              "partition's grades, cuts, scores and delta are withheld.")
+                              f"{defaults.MAX_ERROR_SHARE:.0%}; errored rollouts are never graded, and above that share "
+                              "the partition's grades, cuts, scores and delta are withheld.")
 SITUATIONS_SOLVABLE = "situations_solvable"
 SITUATIONS_SOLVABLE_DESCRIPTION = ("Blocking. Every planned situation's reference solution (verify, confirm, the "
                                    "intended call with the user's facts, retries, then the right reply) passes the "
@@ -35,9 +37,14 @@ SITUATIONS_SOLVABLE_DESCRIPTION = ("Blocking. Every planned situation's referenc
 WORLD_FIT = "world_fit"
 WORLD_FIT_DESCRIPTION = ("Warning, not blocking. The world models the domain's tools: no tool's calls are refused for a "
                          "value the user or a tool supplied (the world's values do not fit the schema) more often "
-                         "than defaults.WORLD_FIT_MAX_REJECTED_SHARE, and well-formed calls for the writes the "
-                         "situations expect go through at least defaults.WORLD_FIT_MIN_WRITE_SHARE of the time. "
+                         f"than {defaults.WORLD_FIT_MAX_REJECTED_SHARE:.0%} of the time, and well-formed calls for the "
+                         "writes the situations expect go through at least "
+                         f"{defaults.WORLD_FIT_MIN_WRITE_SHARE:.0%} of the time. "
                          "When it warns, pass@k and the delta measure the world model as much as the agent.")
+# World fit's by-tool table in narrow parts, each led by the tool: the shares the verdict reads, the calls refused
+# for their arguments, then the rest (a UI table wider than its pane scrolls its last columns away).
+FIT_UI_GROUPS = (("calls", "told_rejected", "told_not_found", "write_tried", "write_applied", "applied", "unsupplied"),
+                 ("missing_required", "invalid_argument", "placeholder_argument"))
 JUDGE_TRUST = "judge_trust"
 PUBLISH_GATE = "publish_gate"
 MUST_NOT_REGRESS = "must_not_regress"
@@ -46,12 +53,37 @@ JUDGE_TRUST_DESCRIPTION = ("Blocking. The judge agrees with gold labels (Wilson 
                            "known hacks (probes) before its grades feed any cut.")
 
 
+# How a rollout ended, in words (the `status` column). user_left is most rollouts of a run with a cautious agent: it is
+# a normal ending, graded like any other, not an error.
+STATUS_MEANINGS = {
+    statuses.OK: "the conversation ended on its own terms: the user's goal reached in the world, a hand-off to a "
+                 "human, or the user said it was done",
+    statuses.USER_LEFT: "the simulated user ended the conversation without reaching the goal: the agent refused or "
+                        "could not help and the user accepted that, or the user ran out of patience. A normal "
+                        "ending, graded like any other: it passes when leaving was the right outcome (a correct "
+                        "refusal), fails when the agent should have helped",
+    statuses.TURN_CAP: f"stopped after {defaults.MAX_TURNS} agent turns without an ending",
+    statuses.AGENT_ERROR: "the agent sent an empty reply; graded as a failure of the agent",
+    statuses.PROVIDER_ERROR: "the agent's model call failed (HTTP or connection error, timeout); not graded",
+    statuses.INVALID_RESPONSE: "the agent's model answered, but not with a valid completion; not graded",
+    statuses.USER_ERROR: "the simulated user's model call failed or answered outside its protocol; not graded",
+}
+
+
+def status_words() -> str:
+    """Every rollout status and its meaning, one sentence for an asset description."""
+    return "; ".join(f"{k}: {v}" for k, v in STATUS_MEANINGS.items()) + "."
+
+
 def rollout_metadata(rows: pd.DataFrame) -> dict[str, object]:
     """Counts a user checks first: rollouts, statuses, arms, distinct behaviours, model calls, cost."""
     if not len(rows):
         return {"rollouts": 0}
     return {
         "rollouts": len(rows), "status": dg.MetadataValue.json(rows["status"].value_counts().to_dict()),
+        "status_meaning": dg.MetadataValue.md("\n".join(
+            f"- **{status}** ({count}): {STATUS_MEANINGS.get(status, 'a status this version of the UI text does not know')}"
+            for status, count in rows["status"].value_counts().items())),
         "arms": dg.MetadataValue.json(rows["arm"].value_counts().to_dict()),
         "behavior_signatures": int(rows["behavior_signature"].nunique()),
         "model_calls": int(rows["model_calls"].sum()), "cost_usd": float(rows["cost"].fillna(0).sum()),
@@ -85,7 +117,8 @@ def situations_solvable_result(table: pd.DataFrame) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         check_name=SITUATIONS_SOLVABLE, passed=not len(failed), severity=dg.AssetCheckSeverity.ERROR,
         description=(f"{len(failed)} of {len(table)} situations have a reference solution the oracle fails"
-                     if len(failed) else f"all {len(table)} situations solvable"),
+                     + (f", e.g. {examples[0]['situation_id']} ({examples[0]['tool']}): {examples[0]['reason']}"
+                        if examples else "") if len(failed) else f"all {len(table)} situations solvable"),
         metadata={"situations": len(table), "unsolvable": len(failed),
                   "unsolvable_by_tool": dg.MetadataValue.json({str(k): int(v) for k, v in by_tool.items()}),
                   "examples": dg.MetadataValue.json(examples)})
@@ -96,7 +129,8 @@ def world_fit_result(fit: pd.DataFrame) -> dg.AssetCheckResult:
     problems = fit_problems(fit)
     return dg.AssetCheckResult(
         check_name=WORLD_FIT, passed=not problems, severity=dg.AssetCheckSeverity.WARN,
-        description=fit_sentence(fit), metadata={"by_tool": table_metadata(fit),
+        description=fit_sentence(fit), metadata={**dict(zip(("by_tool", "by_tool_arguments", "by_tool_other"),
+                                                             split_tables(fit, "tool", FIT_UI_GROUPS))),
                                                  "problems": dg.MetadataValue.json([p.sentence for p in problems])})
 
 
@@ -151,8 +185,7 @@ def judge_trust_result(report: JudgeTrustReport, version: PolicyVersion) -> dg.A
     passed = report.verdict == "trusted" or version.judge_trust_opt_out
     return dg.AssetCheckResult(
         check_name=JUDGE_TRUST, passed=passed, severity=dg.AssetCheckSeverity.ERROR,
-        description=f"verdict: {report.verdict}" + (" (opted out in the registry)" if version.judge_trust_opt_out
-                                                    and report.verdict != "trusted" else ""),
+        description=judge_trust_sentence(report, version),
         metadata={"verdict": report.verdict, "opt_out": version.judge_trust_opt_out,
                   "needed_more_gold": report.needed_more_gold,
                   "metrics": dg.MetadataValue.json(jsonable(report.metrics)),
@@ -162,15 +195,51 @@ def judge_trust_result(report: JudgeTrustReport, version: PolicyVersion) -> dg.A
     )
 
 
+def judge_trust_sentence(report: JudgeTrustReport, version: PolicyVersion) -> str:
+    """The judge-trust verdict and why: each flag or undecided check, one 'name: sentence' each."""
+    if report.verdict == "trusted":
+        return "verdict: trusted"
+    why = "; ".join(flag_lines(report)) or "; ".join(report.notes) or "no check named a reason"
+    opted = " (opted out in the registry, so the run goes on)" if version.judge_trust_opt_out else ""
+    return f"verdict: {report.verdict}{opted}: {why}"
+
+
 def publish_gate_result(gate: GateResult) -> dg.AssetCheckResult:
     """The blocking publish-gate check of a cut."""
     return dg.AssetCheckResult(check_name=PUBLISH_GATE, passed=gate.passed, severity=dg.AssetCheckSeverity.ERROR,
+                               description="; ".join(gate.reasons) if not gate.passed else "published",
                                metadata={"reasons": dg.MetadataValue.json(list(gate.reasons))})
 
 
 def must_not_regress_result(report: pd.DataFrame, version: PolicyVersion) -> dg.AssetCheckResult:
     """Fails when a must_not_regress metric's verdict is FAIL (the same rule as the delta's verdict)."""
     failures = must_not_regress_failures(report, version.must_not_regress) if len(report) else ()
+    rows = report.set_index("metric") if len(failures) else report
+    why = "; ".join(f"{m} regressed: {rows.at[m, 'before']:.3f} -> {rows.at[m, 'after']:.3f}, 95% CI "
+                    f"[{rows.at[m, 'ci_low']:+.3f}, {rows.at[m, 'ci_high']:+.3f}], p={rows.at[m, 'p_value']:.4f}"
+                    for m in failures)
+    guarded = ", ".join(version.must_not_regress) or "none"
     return dg.AssetCheckResult(check_name=MUST_NOT_REGRESS, passed=not failures, severity=dg.AssetCheckSeverity.ERROR,
+                               description=why or f"no guarded metric regressed (guarded: {guarded})",
                                metadata={"guarded": dg.MetadataValue.json(list(version.must_not_regress)),
                                          "regressed": dg.MetadataValue.json(list(failures))})
+
+
+# The checks declared blocking=True: a failed one stops its step, and the run's error says which and why.
+BLOCKING = frozenset({SITUATIONS_SOLVABLE, ROLLOUT_HEALTH, JUDGE_TRUST, PUBLISH_GATE, MUST_NOT_REGRESS})
+
+
+def stop_if_failed(asset: dg.AssetKey, *results: dg.AssetCheckResult) -> None:
+    """Raise a Failure naming each failed blocking check of `asset` and its reason (yield the results first).
+
+    Dagster would fail the step anyway, with "1 blocking asset check failed" and a stack trace as the run's error;
+    this makes the run's error the check's own sentence instead.
+    """
+    failed = [r for r in results if not r.passed and r.check_name in BLOCKING
+              and r.severity == dg.AssetCheckSeverity.ERROR]
+    if not failed:
+        return
+    lines = [f"blocking check {r.check_name} of {asset.to_user_string()} failed: {r.description or 'no reason given'}"
+             for r in failed]
+    raise dg.Failure(description="\n".join(lines),
+                     metadata={"failed_checks": dg.MetadataValue.json([r.check_name for r in failed])})

@@ -10,6 +10,7 @@ import pandas as pd
 
 from sim_pipeline.cut.cuts import build_cut
 from sim_pipeline.defs import checks
+from sim_pipeline.defs.metadata import step_tag
 from sim_pipeline.defs.partitions import split_key
 from sim_pipeline.defs.resources import RegistryResource, WarehouseResource
 from sim_pipeline.domain import Domain
@@ -30,6 +31,7 @@ def cut_asset(domain_name: str, step: str, domain: Domain, partitions: dg.MultiP
     key = dg.AssetKey([domain_name, step])
 
     @dg.asset(key=key, group_name=domain_name, partitions_def=partitions, automation_condition=automation,
+              tags=step_tag(step),
               output_required=False,  # a cut the gate refuses writes nothing
               ins={"rollouts": dg.AssetIn(dg.AssetKey([domain_name, "rollouts"])),
                    "grades": dg.AssetIn(dg.AssetKey([domain_name, "grades"]))},
@@ -49,6 +51,8 @@ def cut_asset(domain_name: str, step: str, domain: Domain, partitions: dg.MultiP
         elif store.remove_one(domain_name, step, policy_version=slug, seed=seed):
             # Gate before write: nothing of this run is written, and an earlier run's rows must not pass for it.
             context.log.warning(f"{step}: the publish gate refused this run's rows; removed the earlier file")
-        yield checks.publish_gate_result(cut.gate)
+        gate = checks.publish_gate_result(cut.gate)
+        yield gate
+        checks.stop_if_failed(key, gate)
 
     return _cut

@@ -10,7 +10,7 @@ import json
 
 import dagster as dg
 
-from sim_pipeline.defs.metadata import table_metadata
+from sim_pipeline.defs.metadata import step_tag, table_metadata
 from sim_pipeline.defs.partitions import split_key
 from sim_pipeline.defs.resources import RegistryResource, WarehouseResource
 from sim_pipeline.domain import Domain
@@ -28,6 +28,7 @@ def trained_policy_asset(name: str, domain: Domain, partitions: dg.MultiPartitio
     cuts = sorted(set(CUT_OF_METHOD.values()))
 
     @dg.asset(key=dg.AssetKey([name, "trained_policy"]), group_name=name, partitions_def=partitions,
+              tags=step_tag("trained_policy"),
               deps=[dg.AssetDep(dg.AssetKey([name, cut])) for cut in cuts],
               description=("Step 09. A new policy per method (SFT, DPO, GRPO) from this version's cuts: an embedded "
                            "agent's profile fitted and served as sim/trained-<hash>, or the version's trainer: "

@@ -10,6 +10,7 @@ from sim_pipeline import warehouse
 from sim_pipeline.defs.automation import (
     LAUNCHED_BY_CLI,
     LAUNCHED_BY_TAG,
+    compared_versions,
     delta_follow_sensor,
     delta_job,
     nightly_schedule,
@@ -22,7 +23,8 @@ from sim_pipeline.defs.partitions import partition_key
 from sim_pipeline.defs.resources import SimulationResource
 from sim_pipeline.registry import REGISTRY_PATH, load_registry, versions_for
 
-NEWEST = versions_for(load_registry(REGISTRY_PATH), "retail")[-1].slug  # what the nightly evaluates
+NEWEST = versions_for(load_registry(REGISTRY_PATH), "retail")[-1].slug
+COMPARED = [v.slug for v in compared_versions(versions_for(load_registry(REGISTRY_PATH), "retail"))]  # the nightly's
 
 
 @pytest.fixture
@@ -58,8 +60,9 @@ def test_the_nightly_runs_every_requested_run_to_success_on_a_fresh_instance(aut
             ready = dg.build_run_status_sensor_context(
                 sensor_name=sensor.name, dagster_instance=instance, dagster_run=seeded.dagster_run,
                 dagster_event=seeded.get_run_success_event())
-            follow = sensor(ready)
-            assert follow.partition_key == partition_key(NEWEST, request.partition_key)
+            follows = sensor(ready)  # every version a delta compares; the newest's run is executed here
+            assert [f.partition_key for f in follows] == [partition_key(v, request.partition_key) for v in COMPARED]
+            follow = next(f for f in follows if f.partition_key == partition_key(NEWEST, request.partition_key))
             assert execute(defs, instance, follow, "retail_policy_job").success
             assert warehouse.partition_path(base, "retail", "grades", policy_version=NEWEST,
                                             seed=request.partition_key).exists()
@@ -110,14 +113,12 @@ def test_the_delta_follows_a_policy_run_over_the_seeds_both_versions_have(automa
         baseline_done = dg.build_run_status_sensor_context(
             sensor_name=sensor.name, dagster_instance=instance, dagster_run=runs[candidate.baseline].dagster_run,
             dagster_event=runs[candidate.baseline].get_run_success_event())
-        first = next(v for v in versions if v.slug == candidate.baseline)
-        if first.baseline is None:  # a first version has nothing to compare with
-            assert isinstance(sensor(baseline_done), dg.SkipReason)
+        # The baseline's run brings the deltas that compare against it (and its own, when it has a baseline).
+        assert candidate.slug in [r.partition_key for r in sensor(baseline_done)]
         done = dg.build_run_status_sensor_context(
             sensor_name=sensor.name, dagster_instance=instance, dagster_run=runs[candidate.slug].dagster_run,
             dagster_event=runs[candidate.slug].get_run_success_event())
-        request = sensor(done)
-        assert request.partition_key == candidate.slug
+        [request] = [r for r in sensor(done) if r.partition_key == candidate.slug]
         result = defs.resolve_job_def("retail_delta_job").execute_in_process(
             instance=instance, partition_key=request.partition_key)
         assert result.success

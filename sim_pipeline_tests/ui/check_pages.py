@@ -51,7 +51,8 @@ PAGES = (
          must=("judge pass", "judge fail"), must_not=("Show Markdown",)),
     # The inline charts (text, so the UI renders them in place): the delta's forest plot, the pass curves, the
     # search weights; the PNGs beside them stay behind "[Show Markdown]".
-    Page("delta_overview", "/assets/retail/delta?partition=agent-v2",
+    # The Partitions tab with the partition chosen (the Overview tab ignores `partition=`: newest of any version).
+    Page("delta_overview", "/assets/retail/delta?view=partitions&partition=agent-v2",
          must=("delta_chart", "95% CI, -1 to +1", "●", "PASS", "p_value", "seeds", "delta_reasons")),
     Page("scores_overview", "/assets/retail/scores", must=("pass_curves_chart", "pass^k", "█", "no-op floor")),
     Page("search_overview", "/assets/retail/search", must=("weights_chart", "structured", "▁")),
