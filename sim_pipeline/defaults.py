@@ -190,6 +190,8 @@ GATEWAY_CONCURRENCY = 16  # model calls in flight per model; providers' default 
 GATEWAY_MIN_CONCURRENCY = 1  # the floor a rate-limited model's concurrency falls to
 MODEL_TIMEOUT_S = 120.0  # a reply slower than two minutes is a hung request (litellm would wait 6,000 s); a
 # long reasoning model may need more: set timeout_s on its registry entry
+MARKUP_DECODE_PASSES = 3  # HTML entities are decoded until nothing changes, at most this often: `&amp;#34;` (double
+# encoding, seen from a llama.cpp chat format) needs two passes; a third covers triple encoding
 MAX_CONSECUTIVE_FAILURES = 5  # calls of one model failing every try in a row before the run stops: the endpoint
 # is down, not flaky, and each further rollout would only become an error row
 ENDPOINT_CHECK_TIMEOUT_S = 3.0  # a TCP connect to a local or hosted endpoint takes milliseconds; 3 s is down

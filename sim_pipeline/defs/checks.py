@@ -87,6 +87,8 @@ def rollout_metadata(rows: pd.DataFrame) -> dict[str, object]:
         "arms": dg.MetadataValue.json(rows["arm"].value_counts().to_dict()),
         "behavior_signatures": int(rows["behavior_signature"].nunique()),
         "model_calls": int(rows["model_calls"].sum()), "cost_usd": float(rows["cost"].fillna(0).sum()),
+        # Replies whose chat format leaked markup (HTML entities, template tokens), decoded before anything read them.
+        "markup_repaired": int(rows["markup_repaired"].sum()) if "markup_repaired" in rows else 0,
         "oracle_pass_rate": round(float(labels.mean()), 4) if len(labels := rows["oracle_reward"].dropna()) else None,
         "error_share": round(rollout_health(rows).share, 4),
         # Wall-clock, so here and not in the table (whose bytes must not depend on the machine's speed).

@@ -38,6 +38,7 @@ class Completion:
     logprob_source: str | None = None
     dropped_params: tuple[str, ...] = ()  # request parameters left out because the provider does not take them
     tokens: list[str] | None = None  # the token strings of token_logprobs, where the backend gives them
+    repaired: tuple[str, ...] = ()  # markup the chat format leaked and the gateway repaired (models/markup.py)
 
 
 class ProviderError(Exception):

@@ -28,6 +28,7 @@ from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.breaker import Breaker
 from sim_pipeline.models.cache import ResponseCache, request_key
 from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
+from sim_pipeline.models.markup import repair_message
 from sim_pipeline.models.completion import Completion, ProviderError, Sampling
 from sim_pipeline.models.model_config import ModelConfig, key_variable
 from sim_pipeline.protocol.statuses import INVALID_RESPONSE
@@ -119,7 +120,8 @@ def _from_cache(entry: dict[str, Any] | None) -> Completion | None:
     fields = Completion.__dataclass_fields__
     try:
         return Completion(**{**{k: v for k, v in entry.items() if k in fields}, "cached": True,
-                             "dropped_params": tuple(entry.get("dropped_params") or ())})
+                             "dropped_params": tuple(entry.get("dropped_params") or ()),
+                             "repaired": tuple(entry.get("repaired") or ())})
     except TypeError:
         return None
 
@@ -388,7 +390,7 @@ class Gateway:
         latency = time.perf_counter() - started
         try:
             choice = response.choices[0]
-            message = _message_dict(choice.message)
+            message, repaired = repair_message(_message_dict(choice.message))
             token_lps, tokens = None, None
             if getattr(choice, "logprobs", None) is not None and getattr(choice.logprobs, "content", None):
                 token_lps = [float(t.logprob) for t in choice.logprobs.content]
@@ -410,7 +412,7 @@ class Gateway:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             cost=cost, latency_s=latency, cached=False,
             logprob_source=extra.get("logprob_source") or ("tokens" if token_lps is not None else None),
-            dropped_params=tuple(dropped),
+            dropped_params=tuple(dropped), repaired=repaired,
             tokens=tokens if not extra.get("logprob_source") else None,  # the embedded models score decisions
         )
 

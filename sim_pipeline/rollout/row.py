@@ -42,6 +42,7 @@ ROLLOUT_SCHEMA = pa.schema([
     ("user_events", pa.list_(USER_EVENT)),
     ("n_turns", pa.int64()), ("oracle_reward", pa.float64()), ("oracle_reason", pa.string()),
     ("prompt_tokens", pa.int64()), ("cost", pa.float64()), ("model_calls", pa.int64()),
+    ("markup_repaired", pa.int64()),  # replies (agent's and user's) whose leaked chat-format markup was repaired
 ])
 # Wall-clock fields the runner measures but the table leaves out: with them, two runs of one seed would differ
 # in bytes. The rollouts asset's metadata summarises them instead.

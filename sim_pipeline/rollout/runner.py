@@ -77,17 +77,18 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
     user_sampling = Sampling(1.0, 1.0, policy.max_tokens, seed)
     episode = Episode(situation, domain=domain, state=state, phrasing_index=spec.phrasing_index,
                       system_prompt=policy.system_prompt)
-    prompt_tokens, cost, calls = 0, 0.0, 0
+    prompt_tokens, cost, calls, repaired = 0, 0.0, 0, 0
     dropped: set[str] = set()
     turns: list[Completion] = []  # the agent's replies: their logprobs, tokens and token counts
     status, finish, error = TURN_CAP, FINISH_TURN_CAP, None
     started = time.perf_counter()
 
     def account(c: Completion) -> None:
-        nonlocal prompt_tokens, cost, calls
+        nonlocal prompt_tokens, cost, calls, repaired
         prompt_tokens += c.prompt_tokens
         cost += c.cost
         calls += 1
+        repaired += bool(c.repaired)
 
     try:
         for _ in range(max_turns):
@@ -136,7 +137,7 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "n_turns": sum(1 for m in messages if m["role"] == "assistant"),
         "oracle_reward": verdict.reward if verdict else None,
         "oracle_reason": verdict.reason if verdict else f"not graded: {status}",
-        "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls,
+        "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls, "markup_repaired": repaired,
         "latency_s": time.perf_counter() - started,
     }
 

@@ -241,3 +241,17 @@ def test_a_backend_without_logprobs_leaves_the_logprob_empty_not_zero(http_agent
                                       state=state, gateway=Gateway(backoff_s=0))).to_dict("records")
     assert row["logprob"] is None and row["logprob_coverage"] == 0.0 and row["logprob_source"] is None
     assert list(row["token_logprobs"]) == [] and row["n_tokens"] > 0
+
+
+def test_leaked_markup_never_reaches_the_rollout_and_is_counted(http_agent):
+    """A chat format that HTML-escapes its text (as a llama.cpp one did): the row holds the decoded words, the
+    reader classifies them as such, and `markup_repaired` counts the replies that needed it."""
+    domain, state, situations = world()
+    heldout = [s for s in situations if s.split == "heldout"][:3]
+    http_agent(lambda request: {"content": "I&#39;m sorry &mdash; I can&#39;t help with that request.<|eot_id|>"})
+    rows = asyncio.run(run_rollouts([RolloutSpec(s, 0, 0) for s in heldout], Policy("escaped", AGENT), domain=domain,
+                                    state=state, gateway=Gateway(backoff_s=0)))
+    texts = [m["content"] for messages in rows["messages"] for m in messages if m["role"] == "assistant"]
+    assert texts and all(t == "I'm sorry \u2014 I can't help with that request." for t in texts)
+    assert (rows["markup_repaired"] == rows["n_turns"]).all()  # each agent reply was repaired, the sim user's not
+    assert not rows["final_text"].str.contains("&#|<\\|", regex=True).any()
