@@ -19,7 +19,7 @@ export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 $(BIN)/sim-pipeline: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev,mcp]"
 	touch $@
 
 $(DAGSTER_HOME):
@@ -36,7 +36,7 @@ test: $(BIN)/sim-pipeline  ## the test suite (the trainer tests run too once the
 
 $(VENV)/.train: $(BIN)/sim-pipeline
 	$(BIN)/pip install --quiet "torch==2.13.0"  # the CPU wheel on this machine's disk, before anything asks for torch
-	$(BIN)/pip install --quiet -e ".[dev,train,scale,ui]"  # CI runs the deploy tests (PostgreSQL, RabbitMQ, Redis) and the browser test too
+	$(BIN)/pip install --quiet -e ".[dev,train,scale,ui,mcp]"  # CI runs the deploy tests (PostgreSQL, RabbitMQ, Redis), the browser and MCP tests too
 	touch $@
 
 test-train: $(VENV)/.train  ## the test suite with the trainer tests required (what CI runs)

@@ -367,6 +367,23 @@ def print_lengths(files: list, tokenizer: str | None = None) -> None:
                   f"{r.max:>6}  ({r.rows} rows)")
 
 
+def cmd_pack_from_mcp(args: argparse.Namespace) -> int:
+    """Write a domain pack from an MCP server's tools (sim_pipeline/mcp_import.py) and say what to review."""
+    from sim_pipeline.mcp_import import import_pack
+
+    command = args.server_command[1:] if args.server_command[:1] == ["--"] else args.server_command
+    report = import_pack(args.name, command=command or None, url=args.url, out=args.out, force=args.force,
+                         rename=args.rename)
+    for old, new in report.renamed.items():
+        print(f"renamed {old} -> {new}")
+    for t in report.tools:
+        print(f"{t.name:<28} {t.kind:<12} {'REVIEW: ' if t.guess else ''}{t.reason}")
+    print(f"wrote {report.path} ({len(report.tools)} tools): review the REVIEW lines of domain.yaml and policy.md, "
+          f"add a version with `domain: {args.name}` to data/policies.yaml, then `sim-pipeline run --domain "
+          f"{args.name}`")
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -455,6 +472,22 @@ def parser() -> argparse.ArgumentParser:
                       help="Parquet base path (default data/warehouse)")
     loop.add_argument("--wait", action="store_true", help=WAIT_HELP)
     loop.set_defaults(fn=cmd_loop)
+    pack = verbs.add_parser("pack", help="make a domain pack").add_subparsers(dest="pack_verb", required=True)
+    mcp = pack.add_parser("from-mcp", help="write data/domains/NAME/ from an MCP server's tools (stdio command or "
+                                           "--url); tool kinds from their annotations, every guess marked REVIEW",
+                          epilog="example: sim-pipeline pack from-mcp --name notes -- python notes_server.py\n"
+                                 "         sim-pipeline pack from-mcp --name notes --url http://127.0.0.1:8000/mcp",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    mcp.add_argument("--name", required=True, help="the pack's name (lowercase letters, digits and _)")
+    mcp.add_argument("--url", help="the server's streamable HTTP endpoint (instead of a command)")
+    mcp.add_argument("--out", type=Path, help="the folder packs live in; the pack goes to <out>/NAME (default "
+                                              "data/domains)")
+    mcp.add_argument("--force", action="store_true", help="replace an existing pack of that name")
+    mcp.add_argument("--rename", action="store_true", help="write tool names the pack format refuses under the "
+                                                           "documented renames (default: refuse them, naming each)")
+    mcp.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                     help="the command that starts the server on stdio")
+    mcp.set_defaults(fn=cmd_pack_from_mcp)
     pol = verbs.add_parser("policies", help="the policy registry (data/policies.yaml)")
     pol.add_argument("action", choices=["list", "sync"], help="list versions, or register them as partitions")
     pol.set_defaults(fn=cmd_policies)

@@ -13,6 +13,10 @@ BACKFILL_POLL_SECONDS = 5.0  # how often `sim-pipeline backfill --wait` reads th
 BACKFILL_LIST_LIMIT = 20  # backfills `sim-pipeline backfill list` shows, newest first: the recent ones (the UI lists all)
 SEEDS_NAMED_IN_ERRORS = 3  # seeds outside the partitions a --seeds error names: enough to spot the slip, and
 # `--seeds 0-99999` stays one short line
+MCP_LIST_TIMEOUT_S = 120.0  # `pack from-mcp`: starting a server (an `npx`/`uvx` command may fetch it first) and
+# listing its tools; a server silent this long is not answering
+MCP_LIST_MAX_PAGES = 100  # tools/list pages `pack from-mcp` follows (a page holds tens of tools): a paginator that
+# never ends cannot hang the import
 SEEDS_TEXT_SHOWN = 40  # characters of a bad --seeds value an error quotes (longer ones end in '...')
 STOP_LINE_CHARS = 500  # a stopped run's cause in the summary: the breaker's message fits; the UI has the rest
 PARTITION_POLL_SECONDS = 5.0  # how often `sim-pipeline run --wait` reads the instance for a daemon-launched run of

@@ -429,15 +429,16 @@ def _check_references(path: Path, spec: dict[str, Any], tool_names: set[str], ru
 
 
 def _check_structure(path: Path, name: str, spec: dict[str, Any], tools: tuple[Tool, ...],
-                     entities: tuple[Entity, ...]) -> None:
-    """Refuse what the loader used to accept silently: every such pack ran, and its numbers meant nothing."""
+                     entities: tuple[Entity, ...], synthetic: tuple[str, ...] = ()) -> None:
+    """Refuse what the loader used to accept silently: every such pack ran, and its numbers meant nothing.
+    `synthetic`: inferred entities whose ids the world makes up (no tool takes them: `add_note` adds a note)."""
     if name != path.parent.name:
         raise _fail(path, "field 'name'", f"'{name}' differs from the pack's folder '{path.parent.name}'",
                     f"set name: {path.parent.name} (or rename the folder to {name})")
     by_name = {t.name: t for t in tools}
     taken = {a for t in tools for a in t.parameters.get("properties", {})}
     for ent in entities:
-        if ent.id_argument not in taken and not (ent.lookup_by and ent.lookup_by in taken):
+        if ent.id_argument not in taken and ent.name not in synthetic and not (ent.lookup_by and ent.lookup_by in taken):
             raise _fail(path, f"field 'entities/{ent.name}/id_argument'",
                         f"no tool takes '{ent.id_argument}' (or looks {ent.name} up by its lookup field)",
                         f"use an argument one of the tools declares, e.g. one of {sorted(taken)[:8]}")
@@ -737,7 +738,10 @@ def load_domain(name_or_path: str | Path) -> Domain:
         # import is here because world/ builds on this module (a pack without entities is the one case that needs it).
         from sim_pipeline.world.infer import infer_domain
 
-        inferred = infer_domain([t.schema for t in tools], name=spec["name"])
+        # Declared kinds bind as guessed ones would: a tool declared create acts on its name's noun, not on the
+        # record whose id it takes.
+        kinds = {tool: decl["kind"] for tool, decl in spec.get("tools", {}).items() if "kind" in decl}
+        inferred = infer_domain([t.schema for t in tools], name=spec["name"], kinds=kinds)
     entities = inferred.entities if inferred is not None else tuple(
         Entity(name, e["id_argument"], tuple(_field(spec_path, name, f, s, tools) for f, s in e["fields"].items()),
                e.get("lookup_by"), _id_pattern(spec_path, name, e, tools))
@@ -754,7 +758,7 @@ def load_domain(name_or_path: str | Path) -> Domain:
                         "name one of the entity's fields")
     tools = _declare(spec_path, spec, tools, entities)
     _check_facts(spec_path, spec.get("facts", {}), tools)
-    _check_structure(spec_path, spec["name"], spec, tools, entities)
+    _check_structure(spec_path, spec["name"], spec, tools, entities, inferred.synthetic if inferred else ())
     actions = _actions(spec)
     fields = dict(
         name=spec["name"], title=spec["title"], agent_role=spec["agent_role"], path=path, tools=tools,

@@ -136,8 +136,9 @@ def id_schema(domain: Domain, entity: str) -> dict[str, Any] | None:
     return {"type": "string", "pattern": pattern} if pattern else None
 
 
-def parse_tools(tools: Sequence[Mapping[str, Any]]) -> tuple[Tool, ...]:
-    """OpenAI function schemas (`{"type": "function", "function": {...}}` or the bare function) as Tools."""
+def parse_tools(tools: Sequence[Mapping[str, Any]], kinds: Mapping[str, str] | None = None) -> tuple[Tool, ...]:
+    """OpenAI function schemas (`{"type": "function", "function": {...}}` or the bare function) as Tools, of the kind
+    `kinds` declares, else the one their name suggests."""
     parsed: dict[str, Tool] = {}
     for i, raw in enumerate(tools):
         fn = raw.get("function", raw) if isinstance(raw, Mapping) else None
@@ -162,7 +163,7 @@ def parse_tools(tools: Sequence[Mapping[str, Any]]) -> tuple[Tool, ...]:
                              "Fix: use {\"type\": \"object\", \"properties\": {...}}")
         description = str(fn.get("description", ""))
         schema = {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
-        parsed[name] = Tool(name, description, params, schema, guess_kind(name))
+        parsed[name] = Tool(name, description, params, schema, (kinds or {}).get(name) or guess_kind(name))
     return tuple(parsed[n] for n in sorted(parsed))
 
 
@@ -178,14 +179,16 @@ def _noun(tool: Tool, known: Mapping[str, Any]) -> str | None:
     return next((w for w in reversed(words) if w in known), "_".join(words) or None)
 
 
-def infer_domain(tools: Sequence[Mapping[str, Any]], *, name: str = "tools") -> InferredDomain:
-    """A Domain inferred from OpenAI tool schemas alone (see the module docstring for the rules).
+def infer_domain(tools: Sequence[Mapping[str, Any]], *, name: str = "tools",
+                 kinds: Mapping[str, str] | None = None) -> InferredDomain:
+    """A Domain inferred from OpenAI tool schemas alone (see the module docstring for the rules); `kinds`: the kinds a
+    pack declares (`tools:`), which bind as the name's guess would (a create acts on its name's noun).
 
     The same schemas give the same Domain object (cached), so sandboxes built from one tool list share compiled
     validators.
     """
     try:
-        text = json.dumps(list(tools), sort_keys=True, allow_nan=False)
+        text = json.dumps([list(tools), dict(kinds or {})], sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise WorldError(f"tools are not JSON ({exc}). Fix: pass OpenAI function schemas as plain JSON data") from None
     return _infer_cached(text, name)
@@ -196,8 +199,9 @@ def _infer_cached(text: str, name: str) -> InferredDomain:
     return _infer(json.loads(text), name)
 
 
-def _infer(tools: list[Any], name: str) -> InferredDomain:
-    parsed = parse_tools(tools)
+def _infer(given: list[Any], name: str) -> InferredDomain:
+    tools, kinds = given
+    parsed = parse_tools(tools, kinds)
     ids: dict[str, tuple[str, dict[str, Any]]] = {}  # noun -> (id argument, its schema), first seen wins
     for tool in parsed:
         for arg, spec in tool.parameters.get("properties", {}).items():
