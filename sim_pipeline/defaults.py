@@ -310,6 +310,8 @@ EQUIVALENCE_ALPHA = DELTA_ALPHA / 2  # each one-sided TOST test at a 95% interva
 DELTA_CI_METHOD = "studentized_symmetric"  # bench_coverage at n=16: covered pass@1 0.95, pass^4 0.92 where percentile
 # and BCa gave 0.92, 0.86; the equal-tailed bootstrap-t excluded 0 for a null pass^4 delta 18% of the time at n=36
 DELTA_POWER = 0.8  # conventional power for holdout_size (Cohen 1988)
+SHIP_PRIMARY_METRIC = "pass@1"  # the ship line's headline: the rate every version's summary line shows; pass^k, pass@k
+# and markers are secondary (a significantly worse one blocks SHIP; a guarded one, under must_not_regress, forbids it)
 DELTA_MARKER_DIRECTIONS: dict[str, str] = {
     "argument_grounding": "higher_is_better",
     "refusal": "lower_is_better",

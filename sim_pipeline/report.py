@@ -1,4 +1,5 @@
-"""The one-screen summary of a domain's warehouse: coverage, pass@1 per version, judge trust, cut sizes, delta.
+"""The one-screen summary of a domain's warehouse, led by each candidate's ship line (SHIP / DO NOT SHIP /
+INCONCLUSIVE and why: measure/ship.py): coverage, pass@1 per version, judge trust, cut sizes, delta.
 
 Every figure comes from a file whose recorded lineage is checked (lineage.py): a figure computed from inputs a later
 run rewrote is marked [STALE], and the summary says why and which run rebuilds it, rather than mixing two runs.
@@ -14,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from upath import UPath
 
 from sim_pipeline import cover, lineage, warehouse
@@ -21,9 +24,10 @@ from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
 from sim_pipeline.defaults import GRPO_MIN_GROUP
 from sim_pipeline.domain import load_domain
-from sim_pipeline.grade.judge_trust import recorded_trust
+from sim_pipeline.grade.judge_trust import TRUST_FLAGS_COLUMN, TRUST_VERDICT_COLUMN, recorded_trust
 from sim_pipeline.lineage import FileLineage
 from sim_pipeline.measure.passat import NOOP_FLOOR
+from sim_pipeline.measure.ship import ShipDecision, TrustState, ship_decision
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
 from sim_pipeline.rollout.world_fit import domain_fit, fit_problems, fit_sentence
@@ -233,6 +237,82 @@ def _not_run(base: str, domain: str, seed: str, slug: str) -> str:
             f"writes none). Run: sim-pipeline run --domain {domain} --seed {seed} --versions {slug}{where}")
 
 
+def _recorded_verdict(path: UPath, version: PolicyVersion | None) -> str:
+    """The judge-trust verdict a grades file records ('not graded' for an empty one), read verified: only its verdict
+    columns are decoded (a report over eight seeds reads every seed's grades for every delta)."""
+    content = warehouse.read_bytes_verified(path)
+    columns = [TRUST_VERDICT_COLUMN, TRUST_FLAGS_COLUMN]
+    try:
+        grades = pq.read_table(pa.BufferReader(content), columns=columns, page_checksum_verification=True).to_pandas()
+    except (pa.ArrowException, OSError, ValueError, KeyError):  # written before the verdict was recorded, or damaged:
+        grades = warehouse.read_table(path)  # the whole file, read (and refused) as every other figure is
+    if not len(grades):
+        return "not graded"
+    return recorded_trust(grades, policy_model=version.agent_backend if version else None,
+                          judge_model=version.judge_backend if version else None)[0]
+
+
+def _delta_judges(base: str, domain: str, seed: str, candidate: PolicyVersion, baseline: str,
+                  versions: Mapping[str, PolicyVersion], summaries: Mapping[str, VersionSummary]) -> dict[str, str]:
+    """Both sides' recorded judge-trust verdicts over the seeds the delta pooled ('<version> seed <s>' -> verdict):
+    the grades its lineage names (this seed's as the summary read them), or this seed's alone for a delta without one.
+    A side whose rollout_health failed is left to that doubt."""
+    path = warehouse.partition_path(base, domain, "delta", policy_version=candidate.slug)
+    # The footer only names the inputs (as lineage.py reads it); every figure taken from them is read verified.
+    recorded = warehouse.recorded_lineage(path.read_bytes()) if path.exists() else None
+    sides = (candidate.slug, baseline)
+    inputs = sorted({(version, s) for name in (recorded or {})
+                     for version, s in [lineage.partition_of(name)] if version in sides and s is not None}
+                    | {(slug, seed) for slug in sides}, key=lambda x: (sides.index(x[0]), x[1]))
+    verdicts = {}
+    for version, s in inputs:
+        if version in summaries and s == seed:
+            verdict = "not graded" if summaries[version].withheld else summaries[version].judge_verdict
+        else:
+            grades = warehouse.partition_path(base, domain, "grades", policy_version=version, seed=s)
+            verdict = _recorded_verdict(grades, versions.get(version)) if grades.exists() else "not graded"
+        if verdict != "not graded":
+            verdicts[f"{version} seed {s}"] = verdict
+    return verdicts
+
+
+def ship_decisions(base: str, domain: str, seed: str, versions: list[PolicyVersion], *,
+                   summaries: Mapping[str, VersionSummary] | None = None,
+                   found: dict[str, FileLineage] | None = None) -> list[ShipDecision]:
+    """The ship decision (measure/ship.py) of every version with a baseline, from its delta and the run's trust state:
+    both sides' judge trust over the seeds the delta pooled, and this seed's rollout health and world fit and the
+    delta's lineage. What the summary leads with, and what a viewer shows."""
+    summaries = summaries if summaries is not None else {v.slug: version_summary(base, domain, seed, v)
+                                                         for v in versions}
+    found = standing(base, domain, seed, versions) if found is None else found
+    by_slug = {v.slug: v for v in versions}
+    decisions = []
+    for v in versions:
+        if v.baseline is None:
+            continue
+        sides = [slug for slug in (v.baseline, v.slug) if slug in summaries]
+        path = warehouse.partition_path(base, domain, "delta", policy_version=v.slug)
+        trust = TrustState(
+            judge=_delta_judges(base, domain, seed, v, v.baseline, by_slug, summaries),
+            unhealthy=tuple(slug for slug in sides if summaries[slug].withheld),
+            poor_fit=tuple(slug for slug in sides if summaries[slug].fit is not None and
+                           not summaries[slug].withheld and fit_problems(summaries[slug].fit)),
+            stale=(name := warehouse.relative_path(path)) in found and found[name].stale)
+        delta = _read(base, domain, "delta", policy_version=v.slug)
+        decisions.append(ship_decision(delta, candidate=v.slug, baseline=v.baseline,
+                                       must_not_regress=v.must_not_regress, trust=trust))
+    return decisions
+
+
+def ship_lines(decisions: list[ShipDecision]) -> list[str]:
+    """The summary's first lines: one ship decision per (candidate, baseline) pair, and the rule in brief."""
+    if not decisions:
+        return []
+    return [f"  {'ship':<13} {d.line}" for d in decisions] + [
+        f"  {'':<13} (SHIP: {decisions[0].primary} significantly better after Holm, no metric significantly worse, "
+        "judges trusted; DO NOT SHIP: it or a must_not_regress metric significantly worse)"]
+
+
 def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None,
            made_by: Mapping[str, str] | None = None, stopped: Mapping[str, Sequence[str]] | None = None,
            found: dict[str, FileLineage] | None = None) -> str:
@@ -258,6 +338,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         return f" {STALE_MARK}" if any(stale(a, version) for a in assets) else ""
 
     lines = [f"sim_pipeline: domain '{domain}', seed {seed}" + (f", {seconds:.0f} s" if seconds is not None else "")]
+    summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
+    lines += ship_lines(ship_decisions(base, domain, seed, versions, summaries=summaries, found=found))
     lines += lineage_lines(found, domain, seed)
     cov = coverage(base, domain, seed, versions)
     if cov:
@@ -268,7 +350,6 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
     lines += [planned[0] + mark("situations"), *planned[1:]] if planned else []
     lines.append("  (pass@1: graded held-out rollouts, 95% bootstrap over tasks; no-op floor: pass@1 of an agent "
                  "that never calls a tool)")
-    summaries = {v.slug: version_summary(base, domain, seed, v) for v in versions}
     # World fit is computed here from the rollouts, the search and the situations: stale when any of them is.
     fit_marks = {v.slug: (mark("rollouts", "search", version=v.slug) or mark("situations")) for v in versions}
     for v in versions:

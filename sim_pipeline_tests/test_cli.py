@@ -67,6 +67,19 @@ def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, mon
                                                                    seed="0")) for v in ("agent-v1", "agent-v2"))
     heldout = [set(t.loc[t["split"] == "heldout", "situation_id"]) for t in (first, second)]
     assert heldout[0] and heldout[0] == heldout[1]
+    # The ship line of seed 0's summary weighs the judges of every seed the delta pooled: seed 1's grades rewritten
+    # as judged untrusted (a verdict this seed's summary never shows) make it decide nothing.
+    assert main(["report", "--seed", "0", "--warehouse", str(base)]) == 0
+    ship = capsys.readouterr().out.splitlines()[1]
+    assert ship.startswith("  ship          ") and "judge trust" not in ship
+    path = warehouse.partition_path(base, "retail", "grades", policy_version="agent-v2", seed="1")
+    content = path.read_bytes()
+    warehouse.write_table(path, warehouse.read_table(path).assign(judge_trust="untrusted"),
+                          lineage=warehouse.recorded_lineage(content))
+    main(["report", "--seed", "0", "--warehouse", str(base)])  # exit 1: the delta is stale now, too
+    ship = capsys.readouterr().out.splitlines()[1]
+    assert ship.startswith("  ship          INCONCLUSIVE agent-v2 over agent-v1: judge trust untrusted for agent-v2 "
+                           "seed 1; "), ship
 
 
 def test_backfill_queues_one_asset_backfill_in_the_instance_and_says_who_runs_it(tmp_path, monkeypatch, capsys):

@@ -80,6 +80,29 @@ def _version_lines(out: str, slug: str) -> str:
     return re.search(rf"^  {slug} .*?\n(?:  {' ' * 13}.*\n)*", out, re.M).group(0)
 
 
+def _assert_ship_line_leads(out: str) -> str:
+    """The summary's first line after its title is the ship decision, quoting the delta's pass@1 row; its decision."""
+    title, ship = out.splitlines()[:2]
+    assert title.startswith("sim_pipeline: domain 'retail', seed 0")
+    found = re.match(r"  ship {10}(SHIP|DO NOT SHIP|INCONCLUSIVE) agent-v2 over agent-v1: (.*)$", ship)
+    assert found, ship
+    row = re.search(r"^    pass@1 +\S+ -> \S+  delta (\S+) (\[[^]]+\]) +p=\S+ \(Holm (\S+)\)  ([A-Z ]+?)  \(", out,
+                    re.M)
+    delta, interval, _, verdict = row.groups()
+    verdicts = re.findall(r"^    \S+ +\S+ -> .*\)  ([A-Z ]+?)  \(n=", out, re.M)
+    if verdict in ("NOT COMPARABLE", "INSUFFICIENT DATA"):  # no figures to quote: the reason the sides differ
+        assert found.group(2).startswith(f"pass@1 {verdict}: ") or "delta is stale" in ship, ship
+    elif "delta is stale" not in ship:
+        assert f"pass@1 {delta} {interval}, Holm p " in ship, ship
+    # The rule, read off the printed table: SHIP exactly when pass@1 is a PASS and no row is a FAIL (nothing guarded
+    # regressed: the default registry guards argument grounding), DO NOT SHIP when pass@1 or that guard is a FAIL.
+    expected = "SHIP" if verdict == "PASS" and "FAIL" not in verdicts else "DO NOT SHIP" if verdict == "FAIL" or \
+        re.search(r"^    marker_argument_grounding .*  FAIL  \(", out, re.M) else "INCONCLUSIVE"
+    if "delta is stale" not in ship:
+        assert found.group(1) == expected, (ship, verdicts)
+    return found.group(1)
+
+
 def test_a_complete_run_reports_no_warning_and_exports(runs, tmp_path, monkeypatch, capsys):
     home, first, second = runs
     monkeypatch.setenv("DAGSTER_HOME", str(home))
@@ -87,6 +110,7 @@ def test_a_complete_run_reports_no_warning_and_exports(runs, tmp_path, monkeypat
         code, out = _report(base, capsys)
         assert code == 0 and "STALE" not in out and "\n  lineage " not in out
         assert "held-out pass@1 0." in out and "delta agent-v2 vs agent-v1 on held-out tasks" in out
+        _assert_ship_line_leads(out)
         assert _export(base, tmp_path / base.name, capsys)[0] == 0
     # The delta loads every version's grades and compares two: its lineage names those two, over all seeds.
     recorded = warehouse.recorded_lineage(_path(second, "delta").read_bytes())
@@ -117,6 +141,8 @@ def test_a_run_killed_after_each_step_leaves_named_stale_lines_and_an_export_tha
     assert bool(re.search(r"\d+ rollouts \[STALE\]", mine)) == ("rollouts" in stale)
     assert ("[STALE]" in out.split("\n  coverage")[1].split("\n")[0]) == ("rollouts" in stale)
     assert re.search(r"delta agent-v2 vs agent-v1 on held-out tasks[^\n]*\[STALE\]", out)
+    assert _assert_ship_line_leads(out) == "INCONCLUSIVE"  # a stale delta decides nothing, and says why
+    assert "the delta is stale (computed from files rewritten since), so no decision is drawn" in out.splitlines()[1]
     # Said once at the top: what is stale, from what, and the run that rebuilds it.
     warning = out.split("\n  coverage")[0]
     assert "the figures marked [STALE] were computed from files rewritten since" in warning

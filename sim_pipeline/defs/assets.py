@@ -30,6 +30,7 @@ from sim_pipeline.grade.grading import grade_rollouts
 from sim_pipeline.grade.judge_trust import with_recorded_trust
 from sim_pipeline.measure.delta import DELTA_COLUMNS, delta_report
 from sim_pipeline.measure.passat import SCORE_COLUMNS, noop_floor_row, score_table
+from sim_pipeline.measure.ship import ShipDecision, TrustState, ship_decision
 from sim_pipeline.measure.text_charts import delta_chart
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.row import rollout_table
@@ -89,20 +90,39 @@ def versions_of(grades: pd.DataFrame, slug: str | None) -> pd.DataFrame:
     return grades[grades["policy_version"] == slug].reset_index(drop=True)
 
 
+def judge_verdicts(sides: list[tuple[PolicyVersion, pd.DataFrame]]) -> dict[str, str]:
+    """Each side's recorded judge-trust verdict per seed ('<version> seed <s>' -> verdict), opted out or not."""
+    return {f"{v.slug} seed {seed}": checks.recorded_verdict(part, v)
+            for v, table in sides if len(table) for seed, part in table.groupby("seed", sort=True)}
+
+
+def ship_metadata(decision: ShipDecision, report: pd.DataFrame) -> dict[str, object]:
+    """The ship line and the guarded metrics' rows: the first entries of the delta's metadata (the UI keeps order)."""
+    guarded = report[report["metric"].isin(decision.guarded)] if len(report) else report
+    return {"ship": decision.line,
+            "guarded": (table_metadata(guarded[list(DELTA_UI_COLUMNS)]) if len(guarded)
+                        else dg.MetadataValue.json(list(decision.guarded)))}
+
+
 def delta_for(version: PolicyVersion, grades: pd.DataFrame, baseline: pd.DataFrame,
-              seeds: list[str]) -> tuple[pd.DataFrame, dict[str, object]]:
-    """The candidate's delta against its registry baseline (the baseline's grades and the seeds they cover)."""
+              seeds: list[str], trust: TrustState | None = None) -> tuple[pd.DataFrame, dict[str, object]]:
+    """The candidate's delta against its registry baseline (the baseline's grades and the seeds they cover), its
+    metadata led by the ship decision under `trust`."""
     empty = pd.DataFrame(columns=list(DELTA_COLUMNS))
     if version.baseline is None:
         return empty, {"baseline": "none: a first version has nothing to compare with"}
     if not len(baseline) or not len(grades):
-        return empty, {"baseline": version.baseline, "note": "baseline or candidate grades are not materialized"}
+        decision = ship_decision(None, candidate=version.slug, baseline=version.baseline, trust=trust)
+        return empty, {**ship_metadata(decision, empty), "baseline": version.baseline,
+                       "note": "baseline or candidate grades are not materialized"}
     report = delta_report(baseline, grades, baseline_version=version.baseline, candidate_version=version.slug,
                           must_not_regress=version.must_not_regress)
+    decision = ship_decision(report, candidate=version.slug, baseline=version.baseline,
+                             must_not_regress=version.must_not_regress, trust=trust)
     used = sorted(set(seeds) & {str(s) for s in grades["seed"].unique()})  # the seeds both versions have graded
     # The verdicts' reasons are sentences: in the table they would make every row hundreds of pixels tall.
     reasons = "\n".join(f"- **{r.metric}**: {r.reason}" for r in report.itertuples(index=False) if r.reason)
-    return report, {"baseline": version.baseline, "seeds": dg.MetadataValue.json(used),
+    return report, {**ship_metadata(decision, report), "baseline": version.baseline, "seeds": dg.MetadataValue.json(used),
                     "delta_chart": dg.MetadataValue.md(delta_chart(report)),
                     "delta": table_metadata(report[list(DELTA_UI_COLUMNS)]), "delta_reasons": dg.MetadataValue.md(reasons),
                     **delta_extras(baseline, grades, version, report)}
@@ -310,7 +330,8 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
                                                          "wholly on its bad side, and both sides' judges are trusted "
                                                          "(else no delta is written).")],
               automation_condition=GATED,
-              description="Step 08. Candidate vs its registry baseline on held-out tasks: paired bootstrap and sign-flip p.")
+              description=("Step 08. Candidate vs its registry baseline on held-out tasks: paired bootstrap and "
+                           "sign-flip p; its metadata leads with the ship line (SHIP / DO NOT SHIP / INCONCLUSIVE)."))
     def delta(context: dg.AssetExecutionContext, registry: RegistryResource, store: WarehouseResource,
               grades: pd.DataFrame):
         version = registry.version(context.partition_key)
@@ -321,13 +342,15 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
             sides.append((registry.version(version.baseline), baseline))
         withheld = [f"judge trust of {v.slug} seed {seed} is not trusted"
                     for v, table in sides for seed in checks.untrusted_seeds(table, v)]
+        trust = TrustState(judge=judge_verdicts(sides))  # an opted-out side's untrusted judge still bars SHIP
         if withheld:  # gate before write: no delta from grades nobody may trust, and no earlier one left standing
             store.remove_one(name, "delta", policy_version=version.slug)
-            result = checks.withheld_delta_result(withheld)
+            result = checks.withheld_delta_result(withheld, ship_decision(None, candidate=version.slug,
+                                                                          baseline=version.baseline or "", trust=trust))
             yield result
             checks.stop_if_failed(key("delta"), result)
             return
-        report, meta = delta_for(version, own, baseline, seeds)
+        report, meta = delta_for(version, own, baseline, seeds, trust)
         compared = [slug for slug in (version.slug, version.baseline) if slug]  # its lineage: their grades only
         links = version_links(name, [(role, v.slug, v.baseline is not None) for role, v in
                                      (("candidate", version), ("baseline", sides[-1][0]))[:len(sides)]],

@@ -16,6 +16,7 @@ from sim_pipeline.grade.judge_trust import (
     report_tables,
 )
 from sim_pipeline.measure.delta import must_not_regress_failures
+from sim_pipeline.measure.ship import ShipDecision
 from sim_pipeline.protocol import statuses
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import rollout_health, tool_error_shares
@@ -174,11 +175,13 @@ def untrusted_seeds(grades: pd.DataFrame, version: PolicyVersion) -> list[str]:
             if recorded_verdict(part, version) != "trusted"]
 
 
-def withheld_delta_result(reasons: list[str]) -> dg.AssetCheckResult:
-    """The delta's check when its inputs' judge is not trusted: nothing was compared, so nothing may pass."""
+def withheld_delta_result(reasons: list[str], decision: ShipDecision | None = None) -> dg.AssetCheckResult:
+    """The delta's check when its inputs' judge is not trusted: nothing was compared, so nothing may pass; the ship
+    line (INCONCLUSIVE, and why) leads its metadata, as it leads a written delta's."""
+    ship = {"ship": decision.line} if decision is not None else {}
     return dg.AssetCheckResult(check_name=MUST_NOT_REGRESS, passed=False, severity=dg.AssetCheckSeverity.ERROR,
                                description="withheld: " + "; ".join(reasons),
-                               metadata={"withheld": dg.MetadataValue.json(reasons)})
+                               metadata={**ship, "withheld": dg.MetadataValue.json(reasons)})
 
 
 def judge_trust_result(report: JudgeTrustReport, version: PolicyVersion) -> dg.AssetCheckResult:

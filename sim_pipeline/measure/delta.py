@@ -55,7 +55,7 @@ def delta_report(
     """
     paired = pair_tasks(baseline, candidate, baseline_version=baseline_version,
                         candidate_version=candidate_version, k=k, markers=markers)
-    guarded = {_resolve_guarded(name, tuple(paired.directions)) for name in must_not_regress}
+    guarded = set(guarded_metrics(tuple(paired.directions), must_not_regress))
     per_seed = per_seed_deltas(long_differences(paired))
     rows = []
     for metric, sign in paired.directions.items():
@@ -124,7 +124,7 @@ def must_not_regress_failures(report: pd.DataFrame, must_not_regress: tuple[str,
     test's agreement fired 3-5% of the time on two identical versions against 2.5% nominal, so it does not fail
     the run (it stays INCONCLUSIVE in the report, which says to add tasks).
     """
-    guarded = {_resolve_guarded(name, tuple(report["metric"])) for name in must_not_regress}
+    guarded = set(guarded_metrics(tuple(report["metric"]), must_not_regress))
     failed = report.loc[report["metric"].isin(guarded) & (report["verdict"] == FAIL), "metric"]
     return tuple(failed)
 
@@ -148,6 +148,11 @@ def holdout_size(
     normal = math.ceil(((special.ndtri(1 - alpha / 2) + special.ndtri(power)) * sd / abs(effect)) ** 2)
     exact_floor = math.floor(1 - math.log2(alpha)) + 1
     return max(normal, exact_floor)
+
+
+def guarded_metrics(metrics: tuple[str, ...], must_not_regress: tuple[str, ...]) -> tuple[str, ...]:
+    """The report rows a version's must_not_regress names refer to, in the order named (duplicates dropped)."""
+    return tuple(dict.fromkeys(_resolve_guarded(name, metrics) for name in must_not_regress))
 
 
 def _resolve_guarded(name: str, metrics: tuple[str, ...]) -> str:

@@ -55,6 +55,11 @@ def test_whole_graph_materializes_for_one_partition(small_defs, instance, regist
         assert all(checks[(("retail", c), "publish_gate")] for c in CUTS)
     delta = run(assets, resources, instance, ["delta"], "agent-v2")
     assert delta.success
+    [event] = delta.get_asset_materialization_events()
+    meta = event.materialization.metadata
+    assert list(meta)[:2] == ["ship", "guarded"]  # the UI shows the ship line first, then the guarded metrics
+    ship = meta["ship"].value
+    assert re.match(r"(SHIP|DO NOT SHIP|INCONCLUSIVE) agent-v2 over agent-v1: ", ship), ship
     table = warehouse.read_table(warehouse.partition_path(base, "retail", "delta", policy_version="agent-v2"))
     assert {"pass@1", "pass^2", "pass@2"} <= set(table["metric"])
     assert list(table.columns[:12]) == ["metric", "baseline", "candidate", "n_tasks", "before", "after", "delta",
@@ -70,6 +75,7 @@ def test_whole_graph_materializes_for_one_partition(small_defs, instance, regist
     summary = render(str(base), "retail", "0", [v for v in versions_for(load_registry(registry_path), "retail")
                                                 if v.slug in ("agent-v1", "agent-v2")])
     assert summary.count("world fit: good (") == 2
+    assert summary.splitlines()[1] == f"  ship          {ship}"  # the summary leads with the line the UI shows
     assert "cancel_order" in summary[summary.index("  world fit     per tool"):]
 
 
@@ -89,6 +95,8 @@ def test_untrusted_judge_blocks_the_cuts_in_the_same_run(small_defs, instance, r
     versions = [v for v in versions_for(load_registry(registry_path), "retail") if v.slug == "lenient-v2"]
     summary = render(str(base), "retail", "0", versions)
     assert "cuts: withheld (judge trust untrusted: the publish gates wrote no cut)" in summary and "sft 54" not in summary
+    assert summary.splitlines()[1] == ("  ship          INCONCLUSIVE lenient-v2 over agent-v1: judge trust untrusted "
+                                       "for lenient-v2 seed 0, so no decision is drawn from the delta")
 
 
 def test_a_cut_its_gate_refuses_writes_nothing_and_removes_the_earlier_file(small_defs, instance):

@@ -24,7 +24,8 @@ def gate(small_defs, instance, tmp_path):
     """The small setup plus a version that keeps the lenient judge but opts out of the gate in the registry."""
     assets, resources, base = small_defs
     registry = {**REGISTRY, "policies": {**REGISTRY["policies"], OPT_OUT: {
-        "domain": "retail", "model": "sim/agent-v1", "judge_model": "sim/judge-lenient", "judge_trust_opt_out": True}}}
+        "domain": "retail", "model": "sim/agent-v1", "judge_model": "sim/judge-lenient", "judge_trust_opt_out": True,
+        "baseline": "agent-v1"}}}
     path = tmp_path / "gate_policies.yaml"
     path.write_text(yaml.safe_dump(registry))
     resources = {**resources, "registry": RegistryResource(path=str(path))}
@@ -82,3 +83,10 @@ def test_opt_out_publishes_and_is_recorded_on_every_cut_row(gate, instance):
             assert "judge_trust_opt_out" in table.columns and (table["judge_trust_opt_out"] == opted).all(), cut
             rows += len(table)
         assert rows > 0
+    # The opt-out lets the delta be written from the untrusted grades, but its ship line decides nothing from them.
+    delta = dg.materialize(assets, selection=keys("delta"), partition_key=OPT_OUT, instance=instance,
+                           resources=resources, raise_on_error=False)
+    [event] = delta.get_asset_materialization_events()
+    assert list(event.materialization.metadata)[0] == "ship"
+    assert event.materialization.metadata["ship"].value.startswith(
+        f"INCONCLUSIVE {OPT_OUT} over agent-v1: judge trust untrusted for {OPT_OUT} seed 0, so no decision")
