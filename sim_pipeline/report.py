@@ -412,7 +412,17 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         if poor:
             lines.append(f"    caution: the world fits this domain poorly for {', '.join(poor)} (see world fit): "
                          "the verdict measures the world model as much as the agent")
+        blocked = {(r.verdict, getattr(r, "reason", "")) for r in delta.itertuples(index=False)
+                   if not math.isfinite(r.delta)}
+        if len(blocked) == 1 and delta["delta"].isna().all():  # the sides could not be paired: say so once
+            ((verdict, reason),) = blocked
+            lines.append(f"    {verdict} for every metric: {reason or 'nothing was computed'}")
+            continue
         for r in delta.itertuples(index=False):
+            if not math.isfinite(r.delta):  # NOT COMPARABLE, INSUFFICIENT DATA: nothing was estimated, so none shown
+                lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  {r.verdict}: "
+                             f"{getattr(r, 'reason', '') or 'not computed'}")
+                continue
             lines.append(f"    {r.metric:<27} {r.before:.3f} -> {r.after:.3f}  delta {r.delta:+.3f} "
                          f"{_interval(r)}  p={r.p_value:.4f} (Holm {_holm(r):.4f})  {r.verdict}  (n={r.n_tasks}"
                          + (f", detects ~{r.detectable:.2f}" if math.isfinite(getattr(r, "detectable", math.nan))

@@ -86,6 +86,11 @@ def _assert_ship_line_leads(out: str) -> str:
     assert title.startswith("sim_pipeline: domain 'retail', seed 0")
     found = re.match(r"  ship {10}(SHIP|DO NOT SHIP|INCONCLUSIVE) agent-v2 over agent-v1: (.*)$", ship)
     assert found, ship
+    unpaired = re.search(r"^    (NOT COMPARABLE|INSUFFICIENT DATA) for every metric: \S", out, re.M)
+    if unpaired:  # nothing estimated, so the table says why once and the ship line quotes it
+        assert found.group(1) == "INCONCLUSIVE" and (
+            found.group(2).startswith(f"pass@1 {unpaired.group(1)}: ") or "delta is stale" in ship), ship
+        return found.group(1)
     row = re.search(r"^    pass@1 +\S+ -> \S+  delta (\S+) (\[[^]]+\]) +p=\S+ \(Holm (\S+)\)  ([A-Z ]+?)  \(", out,
                     re.M)
     delta, interval, _, verdict = row.groups()

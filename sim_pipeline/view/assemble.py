@@ -33,9 +33,10 @@ from sim_pipeline.grade.judge_trust import judge_trust_report
 from sim_pipeline.grade.probes import PROBES
 from sim_pipeline.lineage import FileLineage
 from sim_pipeline.measure.passat import pass_curve
+from sim_pipeline.measure.ship import ShipDecision
 from sim_pipeline.measure.slices import delta_slices
 from sim_pipeline.registry import PolicyVersion
-from sim_pipeline.report import STALE_MARK, VersionSummary, lineage_lines, standing, version_summary
+from sim_pipeline.report import STALE_MARK, VersionSummary, lineage_lines, ship_decisions, standing, version_summary
 from sim_pipeline.rollout.world_fit import fit_problems, fit_sentence
 
 GUARD_PREFIX = "must not regress"  # how the delta step starts a guarded metric's reason (measure/delta.py)
@@ -89,6 +90,7 @@ class DeltaView:
     slices: dict[str, pd.DataFrame] = field(default_factory=dict)  # axis -> delta_slices rows of that axis
     note: str = ""  # why there is no table
     stale: bool = False
+    ship: ShipDecision | None = None  # the ship line the summary leads with (measure/ship.py)
 
     def verdict_rows(self) -> list[tuple[str, list[str]]]:
         """(verdict, metrics) in the table's order of first appearance: what the ship line will be made of."""
@@ -313,6 +315,10 @@ def assemble(base: str, domain: str, seeds: list[str], versions: list[PolicyVers
         lines += [line.strip() for line in lineage_lines(seed_found, domain, seed)]
     views = [version_view(base, domain, seed, v, found) for seed in seeds for v in versions]
     deltas = [delta_view(base, domain, seeds, v, found) for v in versions if v.baseline is not None]
+    # The summary's decision, with its trust state read as the summary reads it (of the first seed shown).
+    decisions = {d.candidate: d for d in ship_decisions(base, domain, seeds[0], versions)} if seeds else {}
+    for view in deltas:
+        view.ship = decisions.get(view.candidate)
     rows = [row for seed in seeds for row in transcripts(base, domain, seed, versions)]
     return ViewData(domain, list(seeds), views, deltas, rows, list(dict.fromkeys(lines)), filter_options(rows))
 

@@ -110,3 +110,20 @@ def test_view_of_a_domain_with_nothing_materialized_says_so(tmp_path):
     assert empty.transcripts == [] and empty.deltas[0].table is None
     html = render(empty)
     assert "not computed" in html and empty.versions[0].summary.pass_at_1 is None
+
+
+def test_the_page_leads_each_delta_with_the_summarys_ship_line(view_file, data):
+    """The decision the text summary leads with, word for word (measure/ship.py), heads each delta in the page."""
+    import html as html_lib
+
+    from sim_pipeline.registry import REGISTRY_PATH, load_registry, versions_for
+    from sim_pipeline.report import ship_decisions
+
+    page = view_file[0].read_text(encoding="utf-8")
+    assert [d.ship for d in data.deltas] == ship_decisions(str(view_file[1]), "retail", data.seeds[0], VERSIONS)
+    registered = versions_for(load_registry(REGISTRY_PATH), "retail")  # what `view` shows: the registry's guards
+    decisions = ship_decisions(str(view_file[1]), "retail", "0", registered)
+    assert decisions
+    for d in decisions:
+        assert f'data-candidate="{d.candidate}" data-decision="{d.decision}"' in page
+        assert html_lib.escape(d.reason, quote=False) in page
