@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import itertools
 import os
 import re
+import shutil
 import sys
+import textwrap
 import time
 import traceback
 from pathlib import Path
@@ -28,6 +31,13 @@ UNVERIFIED_HELP = ("read a warehouse file that has neither its .sha256 sidecar n
                    "Dagster instance, printing a WARNING line for each (default: refuse it)")
 EXPORT_UNVERIFIED_HELP = UNVERIFIED_HELP + ("; also export files that record no lineage (written before it was "
                                             "recorded), whose consistency cannot be checked")
+REGISTRY_VARIABLE = "SIM_PIPELINE_REGISTRY"  # registry.REGISTRY_PATH's variable (not imported: it loads the packs)
+REGISTRY_HELP = (f"the policy registry file this command reads (default: ${REGISTRY_VARIABLE} when set, else "
+                 "data/policies.yaml)")
+WAREHOUSE_HELP = "Parquet base path (default: $SIM_PIPELINE_WAREHOUSE when set, else data/warehouse; s3://... works)"
+BACKFILL_ACTIONS = ("launch", "list", "cancel")  # `backfill` alone is `backfill launch`
+LIST_FLAGS = ("--seeds", "--seed", "--versions")  # the options whose one value may list several, comma-separated
+DAGSTER_HOME_NOTE = "the runs are recorded in the Dagster instance at $DAGSTER_HOME (./.dagster_home when unset)"
 
 
 def _instance():
@@ -46,12 +56,25 @@ def _instance():
     return instance
 
 
-def _chosen_versions(domain: str, asked_items: list[str] | None) -> list[PolicyVersion]:
-    """The domain's registry versions, or those asked for ('a,b' or 'a b'); unknown ones are a clear error."""
+def _registry(args: argparse.Namespace) -> Path:
+    """The registry file the command reads: --registry, else $SIM_PIPELINE_REGISTRY, else data/policies.yaml."""
+    from sim_pipeline import registry
+
+    return Path(args.registry) if args.registry else registry.REGISTRY_PATH
+
+
+def _asked_versions(items: list[str] | None) -> list[str]:
+    """The versions --versions names: each value comma-separated, the flag given twice adding up."""
+    return [slug for item in items or [] for slug in item.split(",") if slug]
+
+
+def _chosen_versions(domain: str, asked_items: list[str] | None, registry_path: Path) -> list[PolicyVersion]:
+    """The domain's registry versions, or those asked for ('a,b', or the flag repeated); unknown ones are a clear
+    error."""
     from sim_pipeline.registry import load_registry, versions_for
 
-    versions = versions_for(load_registry(), domain)
-    asked = [slug for item in asked_items or [] for slug in item.split(",") if slug]
+    versions = versions_for(load_registry(registry_path), domain)
+    asked = _asked_versions(asked_items)
     if asked:
         unknown = sorted(set(asked) - {v.slug for v in versions})
         if unknown:
@@ -59,7 +82,8 @@ def _chosen_versions(domain: str, asked_items: list[str] | None) -> list[PolicyV
                                    f"{[v.slug for v in versions]}")
         versions = [v for v in versions if v.slug in asked]
     if not versions:
-        raise SimPipelineError(f"no policy version serves domain '{domain}'. Fix: add one to data/policies.yaml")
+        raise SimPipelineError(f"no policy version serves domain '{domain}' in {registry_path}. Fix: add one to it, "
+                               "or pass --registry a file that has one")
     return versions
 
 
@@ -73,9 +97,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim_pipeline.report import render
     from sim_pipeline.seed_spec import parse_seeds
 
-    seeds = parse_seeds(args.seeds)
+    seeds = parse_seeds(args.seeds, args.seeds_flag)
     domain = load_domain(args.domain)  # a bad pack fails here, with its message, before any run starts
-    versions = _chosen_versions(args.domain, args.versions)
+    registry = _registry(args)
+    versions = _chosen_versions(args.domain, args.versions, registry)
     for line in guess_lines(domain):
         print(line, file=sys.stderr)
     if any(v.model.startswith("sim/") for v in versions):  # only the embedded agent picks tools by word overlap
@@ -87,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.samples is not None:
         sizes["probe_samples"] = 0  # an explicit sample count is what runs: no probe-then-fill
     instance = _instance()
-    sync_partitions(instance, [args.domain])
+    sync_partitions(instance, [args.domain], registry_path=str(registry))
     outcomes = []
     with new_claim(instance, wait=args.wait) as claim:
         # Every seed's partitions before the first runs: a busy one is refused before anything is paid for.
@@ -97,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"Materializing domain '{args.domain}' seed {seed} for {[v.slug for v in versions]} "
                   f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
             ran = materialize_domain(instance, args.domain, seed, versions, warehouse=args.warehouse, sizes=sizes,
-                                     concurrency=args.concurrency, claim=claim)
+                                     concurrency=args.concurrency, registry=str(registry), claim=claim)
             outcomes += ran
             with verifying_with(instance):
                 summary = render(args.warehouse, args.domain, seed, versions, seconds=time.perf_counter() - started,
@@ -136,31 +161,29 @@ def stopped_lines(outcomes: list[RunOutcome], seed: str, versions: list[PolicyVe
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    """Launch one Dagster asset backfill over versions x seeds (with --wait, follow it to the end), list the
-    instance's backfills, or cancel one."""
-    if args.action != "cancel" and args.backfill_id:
-        raise SimPipelineError(f"backfill {args.action} takes no id (got '{args.backfill_id}'). Fix: `sim-pipeline "
-                               f"backfill cancel {args.backfill_id}` cancels that backfill")
-    if args.action == "list":
-        return _backfill_list()
-    if args.action == "cancel":
-        return _backfill_cancel(args.backfill_id)
+    """Launch one Dagster asset backfill over versions x seeds (with --wait, follow it to the end)."""
+    from sim_pipeline import registry as registry_module
     from sim_pipeline.defs.backfill import daemon_running, launch_backfill, plan_backfill, wait_for_backfill
     from sim_pipeline.defs.launch import sync_partitions
     from sim_pipeline.domain import load_domain
     from sim_pipeline.seed_spec import parse_seeds
 
-    seeds = parse_seeds(args.seeds)
+    seeds = parse_seeds(args.seeds, args.seeds_flag)
     load_domain(args.domain)  # a bad pack fails here, before anything is queued
-    versions = _chosen_versions(args.domain, args.versions)
+    registry = _registry(args)
+    versions = _chosen_versions(args.domain, args.versions, registry)
     plan = plan_backfill(args.domain, versions, seeds)
     slugs = {v.slug for v in versions}
     for v in versions:
         if v.baseline and v.baseline not in slugs:
             print(f"note: {v.slug}'s baseline {v.baseline} is not in this backfill; its delta uses the grades "
                   f"{v.baseline} already has")
+    if registry.resolve() != registry_module.REGISTRY_PATH.resolve():
+        print(f"note: the daemon runs the backfill with the registry its code location read when it started "
+              f"(${REGISTRY_VARIABLE} where `make dev` started, else data/policies.yaml), not --registry: start it "
+              f"with {REGISTRY_VARIABLE}={registry} for its runs to read this one")
     instance = _instance()
-    sync_partitions(instance, [args.domain])
+    sync_partitions(instance, [args.domain], registry_path=str(registry))
     backfill_id = launch_backfill(instance, args.domain, plan)
     print(f"backfill {backfill_id} requested: {plan.title} ({len(plan.targets)} asset partitions)")
     print(f"  UI: http://127.0.0.1:3000/runs/b/{backfill_id} (Overview > Backfills in `make dev`)")
@@ -175,7 +198,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return 0 if wait_for_backfill(instance, backfill_id).succeeded else 1
 
 
-def _backfill_list() -> int:
+def cmd_backfill_list(args: argparse.Namespace) -> int:
     """Print the instance's backfills, newest first: id, status, when, what they target and how their runs stand."""
     from sim_pipeline.defs.backfill import backfill_lines
 
@@ -185,10 +208,11 @@ def _backfill_list() -> int:
     return 0
 
 
-def _backfill_cancel(backfill_id: str | None) -> int:
+def cmd_backfill_cancel(args: argparse.Namespace) -> int:
     """Mark a backfill canceling, as the UI's Cancel does: its daemon launches no more runs and cancels the rest."""
     from sim_pipeline.defs.backfill import cancel_backfill, daemon_running
 
+    backfill_id = args.backfill_id
     if not backfill_id:
         raise SimPipelineError("backfill cancel needs the backfill's id. Fix: `sim-pipeline backfill list` shows the "
                                "ids; then `sim-pipeline backfill cancel <id>`")
@@ -209,10 +233,10 @@ def cmd_loop(args: argparse.Namespace) -> int:
     from sim_pipeline.report import loop_lines, render
     from sim_pipeline.seed_spec import parse_seeds
 
-    seeds = parse_seeds(args.seeds)
+    seeds = parse_seeds(args.seeds, args.seeds_flag)
     if len(seeds) != 1:
-        raise SimPipelineError(f"loop trains from one seed's cuts at a time, and --seed names {len(seeds)} "
-                               f"({','.join(seeds)}). Fix: give one, e.g. --seed {seeds[0]}")
+        raise SimPipelineError(f"loop trains from one seed's cuts at a time, and {args.seeds_flag or '--seed'} names "
+                               f"{len(seeds)} ({','.join(seeds)}). Fix: give one, e.g. --seed {seeds[0]}")
     seed = seeds[0]
     methods = list(TRAIN_METHODS) if args.method == "all" else [args.method]
     started = time.perf_counter()
@@ -220,7 +244,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
     print(f"Loop from {args.source} ({', '.join(methods)}) on seed {seed} "
           f"(Dagster instance: {os.environ['DAGSTER_HOME']})")
     with verifying_with(instance):
-        result = run_loop(instance, args.source, methods, seed, warehouse=args.warehouse, wait=args.wait)
+        result = run_loop(instance, args.source, methods, seed, warehouse=args.warehouse, wait=args.wait,
+                          registry_path=_registry(args))
         versions = [result.source, *result.trained.values()]
         summary = render(args.warehouse, result.source.domain, seed, versions,
                          seconds=time.perf_counter() - started,
@@ -247,31 +272,45 @@ def _pack_problems(domains: list[str]) -> dict[str, str]:
     return problems
 
 
-def cmd_policies(args: argparse.Namespace) -> int:
-    """List the registry (marking versions whose pack is broken), or sync it into the Dagster instance as dynamic
-    partitions; an invalid registry registers nothing."""
+def policy_table(versions: list[PolicyVersion], broken: dict[str, str]) -> str:
+    """The registry as `policies list` prints it: a header, then one row per version in columns as wide as their
+    longest value; a STATUS column only when some pack does not load."""
+    from tabulate import tabulate
+
+    header = ["DOMAIN", "VERSION", "BASELINE", "MODEL", "USER", "JUDGE"] + (["STATUS"] if broken else [])
+    rows = [[v.domain, v.slug, v.baseline or "-", v.model, v.user_model, v.judge_model]
+            + (["BROKEN (its pack does not load)" if v.domain in broken else "ok"] if broken else [])
+            for v in sorted(versions, key=lambda v: (v.domain, v.order))]
+    # disable_numparse: a version or model named like a number ('2024.10') is printed as written, left-aligned.
+    table = tabulate(rows, headers=header, tablefmt="plain", disable_numparse=True, stralign="left")
+    return "\n".join(line.rstrip() for line in table.splitlines())
+
+
+def cmd_policies_list(args: argparse.Namespace) -> int:
+    """Print the registry as a table (marking versions whose pack is broken, and why after it)."""
+    from sim_pipeline.domain import load_domain
+    from sim_pipeline.kind_guesses import guess_lines
     from sim_pipeline.registry import load_registry
 
-    registry = load_registry()
-    if args.action == "list":
-        broken = _pack_problems(sorted({v.domain for v in registry.values()}))
-        shown = set()
-        for v in sorted(registry.values(), key=lambda v: (v.domain, v.order)):
-            if v.domain in broken and v.domain not in shown:
-                print(f"{v.domain:<12} BROKEN pack: {broken[v.domain]}")
-                shown.add(v.domain)
-            mark = "  BROKEN (its pack does not load)" if v.domain in broken else ""
-            print(f"{v.domain:<12} {v.slug:<14} {v.model:<24} baseline={v.baseline or '-'} judge={v.judge_model}{mark}")
-        from sim_pipeline.domain import load_domain
-        from sim_pipeline.kind_guesses import guess_lines
+    registry = load_registry(_registry(args))
+    broken = _pack_problems(sorted({v.domain for v in registry.values()}))
+    print(policy_table(list(registry.values()), broken))
+    for domain, problem in sorted(broken.items()):
+        print(f"{domain}: BROKEN pack: {problem}")
+    for domain in sorted({v.domain for v in registry.values()} - set(broken)):
+        for line in guess_lines(load_domain(domain)):
+            print(line, file=sys.stderr)
+    return 0
 
-        for domain in sorted({v.domain for v in registry.values()} - set(broken)):
-            for line in guess_lines(load_domain(domain)):
-                print(line, file=sys.stderr)
-        return 0
+
+def cmd_policies_sync(args: argparse.Namespace) -> int:
+    """Register every version as a dynamic partition of its domain; an invalid registry registers nothing."""
     from sim_pipeline.defs.launch import sync_partitions
+    from sim_pipeline.registry import load_registry
 
-    added = sync_partitions(_instance(), sorted({v.domain for v in registry.values()}))
+    path = _registry(args)
+    registry = load_registry(path)
+    added = sync_partitions(_instance(), sorted({v.domain for v in registry.values()}), registry_path=str(path))
     for domain, new in added.items():
         print(f"{domain}: added {new}" if new else f"{domain}: up to date")
     return 0
@@ -292,10 +331,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sim_pipeline.report import render, standing
     from sim_pipeline.seed_spec import parse_seeds
 
-    seeds = parse_seeds(args.seeds)
+    seeds = parse_seeds(args.seeds, args.seeds_flag)
     if args.domain not in pack_names():
         load_domain(args.domain)  # a domain that is not there: its message names the ones that are
-    versions = _chosen_versions(args.domain, None)
+    versions = _chosen_versions(args.domain, None, _registry(args))
     instance = _instance()
     with verifying_with(instance, allow_unverified=args.allow_unverified, warn=_warn):
         summaries, stale = [], False
@@ -316,15 +355,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     from sim_pipeline.defs.io import verifying_with
     from sim_pipeline.seed_spec import parse_seeds
 
-    seeds = tuple(parse_seeds(args.seeds)) if args.seeds else ()
+    seeds = tuple(parse_seeds(args.seeds, args.seeds_flag)) if args.seeds else ()
     if args.tokenizer:
         tokenizer_counter(args.tokenizer)  # a bad path fails before anything is written
 
     try:
         with verifying_with(_instance(), allow_unverified=args.allow_unverified, warn=_warn):
             report = export_warehouse(ExportRequest(domain=args.domain, format=args.format, out=args.out,
-                                                    warehouse=args.warehouse, versions=tuple(args.versions or ()),
-                                                    seeds=seeds, allow_unrecorded=args.allow_unverified))
+                                                    warehouse=args.warehouse,
+                                                    versions=tuple(_asked_versions(args.versions)), seeds=seeds,
+                                                    registry_path=_registry(args),
+                                                    allow_unrecorded=args.allow_unverified))
     except OSError as exc:
         if exc.filename is None or not Path(exc.filename).resolve().is_relative_to(Path(args.out).resolve()):
             raise
@@ -394,28 +435,88 @@ def _positive(text: str) -> int:
     return value
 
 
+class _SeedsAction(argparse.Action):
+    """--seeds (and its alias --seed): one value per flag, in seed_spec's syntax; the flag given twice adds up.
+
+    It remembers the flag as typed, so a bad value's error names the flag the user wrote."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        given = getattr(namespace, self.dest) if namespace.seeds_flag else []  # the default is replaced, not added to
+        setattr(namespace, self.dest, [*given, values])
+        namespace.seeds_flag = option_string
+
+
 def _seeds_option(verb: argparse.ArgumentParser, default: list[str] | None, default_help: str, *,
                   alias: bool = True) -> None:
     """Every verb's seed option, one syntax (sim_pipeline/seed_spec.py); run, report and loop also take --seed."""
-    verb.add_argument("--seeds", *(["--seed"] if alias else []), dest="seeds", nargs="+", default=default,
+    verb.add_argument("--seeds", *(["--seed"] if alias else []), dest="seeds", action=_SeedsAction, default=default,
                       metavar="SEEDS", help=f"seed partitions {defaults.SEEDS[0]}-{defaults.SEEDS[-1]}: a seed 3, a "
                                             f"range 0-7, a list 0,3,5 or both 0-2,5 {default_help}")
+    verb.set_defaults(seeds_flag=None)
+
+
+def _versions_option(verb: argparse.ArgumentParser, what: str) -> None:
+    """--versions: one comma-separated value per flag (the flag given twice adds up), so no value is taken for a
+    word that follows it (`backfill --versions a list` is refused, not read as versions a and list)."""
+    verb.add_argument("--versions", action="append", metavar="V[,V...]",
+                      help=f"{what}, comma-separated, e.g. agent-v1,agent-v2 (default: all of the domain's)")
+
+
+def _wrapped(text: str, indent: str = "  ") -> str:
+    """Help text wrapped to the terminal as argparse wraps its own (its width), later lines indented."""
+    return textwrap.fill(text, width=shutil.get_terminal_size().columns - 2, subsequent_indent=indent,
+                         break_on_hyphens=False)
+
+
+def _verb(verbs: argparse._SubParsersAction, name: str, summary: str, examples: list[str],
+          output: str, **options: object) -> argparse.ArgumentParser:
+    """A verb whose --help ends with runnable examples and where its output goes."""
+    epilog = "example:\n" + "".join(f"  {line}\n" for line in examples) + "\n" + _wrapped(f"output: {output}")
+    return verbs.add_parser(name, help=summary, description=_wrapped(summary, indent=""), epilog=epilog,
+                            formatter_class=argparse.RawDescriptionHelpFormatter, **options)
+
+
+def _leaves(command: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers that run something (a verb, or an action of backfill and policies)."""
+    groups = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+    if not groups:
+        return [command]
+    return [leaf for group in groups for sub in dict.fromkeys(group.choices.values()) for leaf in _leaves(sub)]
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """`view`: the HTML report (sim_pipeline/cli_view.py)."""
+    from sim_pipeline.cli_view import cmd_view as write_view
+
+    return write_view(args)
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line."""
-    top = argparse.ArgumentParser(prog="sim-pipeline", description=__doc__)
-    verbs = top.add_subparsers(dest="verb", required=True)
-    run = verbs.add_parser("run", help="materialize all eight steps for one seed and print the summary")
-    report = verbs.add_parser("report", help="print the summary of the warehouse (exit 1 when some figures are stale: "
-                                             "computed from files a run cut short rewrote; they are marked)")
+    top = argparse.ArgumentParser(
+        prog="sim-pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  sim-pipeline run --domain retail --seeds 0\n\n" + _wrapped(
+            f"output: each verb's --help says where its output goes. Environment: ${REGISTRY_VARIABLE} the registry "
+            "file (or --registry), $SIM_PIPELINE_WAREHOUSE the warehouse (or --warehouse), $DAGSTER_HOME the Dagster "
+            "instance (./.dagster_home when unset)."))
+    verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
+    run = _verb(verbs, "run", "materialize all eight steps for the seeds and the domain's versions, and print the "
+                "summary", ["sim-pipeline run --domain retail --versions agent-v1,agent-v2 --seeds 0,1"],
+                "the summary of each seed on stdout (progress too; warnings on stderr); every step's table under "
+                "--warehouse, as <warehouse>/<domain>/<step>/...; " + DAGSTER_HOME_NOTE + "; model responses are "
+                "cached in data/cache under the working directory")
+    report = _verb(verbs, "report", "print the summary of the warehouse (exit 1 when some figures are stale: "
+                   "computed from files a run cut short rewrote; they are marked)",
+                   ["sim-pipeline report --domain retail --seeds 0-2"],
+                   "the summary of each seed on stdout, read from --warehouse; nothing is written; a WARNING line on "
+                   "stderr per unverified read")
     for p in (run, report):
         p.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
         _seeds_option(p, ["0"], "(default 0)")
         p.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
-                       help="Parquet base path (default data/warehouse; s3://... works)")
-    run.add_argument("--versions", nargs="*", help="only these registry versions, e.g. agent-v1,agent-v2 "
-                                                   "(default: all of the domain)")
+                       help=WAREHOUSE_HELP)
+    _versions_option(run, "only these registry versions")
     run.add_argument("--situations", type=_positive, help="roll out only the plan's first N situations per seed")
     run.add_argument("--phrasings", type=_positive, help="openings per train situation (default: the mode's)")
     run.add_argument("--samples", type=_positive, help="samples per train situation and opening (default: the mode's)")
@@ -430,10 +531,13 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(fn=cmd_run)
     report.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
     report.set_defaults(fn=cmd_report)
-    exp = verbs.add_parser("export", help="write the cuts as TRL, OpenAI fine-tuning or verl files (gated again)")
+    exp = _verb(verbs, "export", "write the cuts as TRL, OpenAI fine-tuning or verl files (gated again)",
+                ["sim-pipeline export --domain retail --format trl --seeds 0 --out data/exports"],
+                "files under --out, as <out>/<domain>/<format>/... (default data/exports), one line per file on "
+                "stdout; a refused cut's reasons on stderr (exit 1)")
     exp.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
     exp.add_argument("--format", required=True, choices=["trl", "openai", "verl"], help="the trainer's file format")
-    exp.add_argument("--versions", nargs="*", help="only these registry versions (default: all of the domain)")
+    _versions_option(exp, "only these registry versions")
     _seeds_option(exp, None, "(default: every one materialized)", alias=False)
     exp.add_argument("--out", default=defaults.EXPORT_DIR,
                      help=f"output base; files go to <out>/<domain>/<format>/... (default {defaults.EXPORT_DIR})")
@@ -442,42 +546,73 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--tokenizer", help="with --stats: count with this model's tokenizer.json (or the folder "
                                          "save_pretrained wrote) instead of cl100k_base")
     exp.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
-                     help="Parquet base path to read the cuts from (default data/warehouse)")
+                     help="where the cuts are read from: " + WAREHOUSE_HELP)
     exp.add_argument(UNVERIFIED_FLAG, action="store_true", help=EXPORT_UNVERIFIED_HELP)
     exp.set_defaults(fn=cmd_export)
-    back = verbs.add_parser("backfill", help="launch one Dagster asset backfill over versions x seeds (the daemon "
-                                             "of `make dev` runs it; it shows under Overview > Backfills); "
-                                             "`backfill list` lists them, `backfill cancel ID` cancels one",
-                            usage="%(prog)s [launch] [--domain D] [--versions V ...] [--seeds SEEDS ...] [--wait]\n"
-                                  "       %(prog)s list\n       %(prog)s cancel ID")
-    back.add_argument("action", nargs="?", default="launch", choices=["launch", "list", "cancel"],
-                      help="launch a backfill (the default), list the instance's backfills (id, status, partitions, "
-                           "runs), or cancel the backfill ID")
-    back.add_argument("backfill_id", nargs="?", metavar="ID", help="with cancel: the backfill's id, as `backfill "
-                                                                   "list` or the launch printed it")
-    back.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
-    back.add_argument("--versions", nargs="*", help="registry versions, e.g. agent-v1,agent-v2 (default: all of the "
-                                                    "domain)")
-    _seeds_option(back, [f"{defaults.SEEDS[0]}-{defaults.SEEDS[-1]}"], "(default: all)", alias=False)
-    back.add_argument("--wait", action="store_true",
-                      help="follow the backfill until it ends (needs the daemon running); exit 1 unless it succeeded")
-    back.set_defaults(fn=cmd_backfill)
-    loop = verbs.add_parser("loop", help="train new versions from a version's cuts (SFT, DPO, GRPO) and measure "
-                                         "each against it on the held-out tasks")
+    backfill_output = ("a backfill queued in the Dagster instance at $DAGSTER_HOME (./.dagster_home when unset), its "
+                       "id and UI link on stdout; the daemon `make dev` starts runs it and writes the tables to the "
+                       "warehouse of its code location ($SIM_PIPELINE_WAREHOUSE, else data/warehouse)")
+    back = _verb(verbs, "backfill", "launch one Dagster asset backfill over versions x seeds (the daemon of `make "
+                 "dev` runs it; it shows under Overview > Backfills), list the backfills, or cancel one; `backfill` "
+                 "without an action is `backfill launch`",
+                 ["sim-pipeline backfill --domain retail --versions agent-v1,agent-v2 --seeds 0-7",
+                  "sim-pipeline backfill list", "sim-pipeline backfill cancel ID"],
+                 f"launch: {backfill_output}; list and cancel: one line per backfill on stdout")
+    actions = back.add_subparsers(dest="action", required=True, metavar="{launch,list,cancel}")
+    launch = _verb(actions, "launch", "queue one asset backfill over versions x seeds (with --wait, follow it)",
+                   ["sim-pipeline backfill launch --domain retail --versions agent-v2 --seeds 0-3,6 --wait"],
+                   backfill_output)
+    launch.add_argument("--domain", default=defaults.DEFAULT_DOMAIN,
+                        help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
+    _versions_option(launch, "registry versions")
+    _seeds_option(launch, [f"{defaults.SEEDS[0]}-{defaults.SEEDS[-1]}"], "(default: all)", alias=False)
+    launch.add_argument("--wait", action="store_true",
+                        help="follow the backfill until it ends (needs the daemon running); exit 1 unless it succeeded")
+    launch.set_defaults(fn=cmd_backfill)
+    listing = _verb(actions, "list", "list the instance's backfills, newest first (id, status, partitions, runs)",
+                    ["sim-pipeline backfill list"], "one line per backfill on stdout; nothing is written")
+    listing.set_defaults(fn=cmd_backfill_list)
+    cancel = _verb(actions, "cancel", "cancel a backfill, as the UI's Cancel does (its daemon launches no more runs "
+                   "and stops those in flight)", ["sim-pipeline backfill cancel ID"],
+                   "the backfill marked canceling in the Dagster instance at $DAGSTER_HOME; one line on stdout")
+    cancel.add_argument("backfill_id", nargs="?", metavar="ID", help="the backfill's id, as `backfill list` or the "
+                                                                     "launch printed it")
+    cancel.set_defaults(fn=cmd_backfill_cancel)
+    loop = _verb(verbs, "loop", "train new versions from a version's cuts (SFT, DPO, GRPO) and measure each against "
+                 "it on the held-out tasks", ["sim-pipeline loop --from agent-v1 --method sft --seed 0"],
+                 "the summary and each trained version's delta on stdout; the trained models and a registry naming "
+                 "them (the project's plus one version per method) under data/trained ($SIM_PIPELINE_TRAINED_DIR); "
+                 "their tables under --warehouse; " + DAGSTER_HOME_NOTE)
     loop.add_argument("--from", dest="source", required=True, help="the registry version to train from, e.g. agent-v1")
     loop.add_argument("--method", default="all", choices=["sft", "dpo", "grpo", "all"],
                       help="training method (default: all three, each its own version)")
     _seeds_option(loop, ["0"], "(one seed: the cuts the versions train from; default 0)")
     loop.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
-                      help="Parquet base path (default data/warehouse)")
+                      help=WAREHOUSE_HELP)
     loop.add_argument("--wait", action="store_true", help=WAIT_HELP)
     loop.set_defaults(fn=cmd_loop)
-    pack = verbs.add_parser("pack", help="make a domain pack").add_subparsers(dest="pack_verb", required=True)
-    mcp = pack.add_parser("from-mcp", help="write data/domains/NAME/ from an MCP server's tools (stdio command or "
-                                           "--url); tool kinds from their annotations, every guess marked REVIEW",
-                          epilog="example: sim-pipeline pack from-mcp --name notes -- python notes_server.py\n"
-                                 "         sim-pipeline pack from-mcp --name notes --url http://127.0.0.1:8000/mcp",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    pol = _verb(verbs, "policies", "the policy registry: list its versions, or register them as partitions",
+                ["sim-pipeline policies list", "sim-pipeline policies sync"],
+                "list: a table on stdout (pack notes on stderr); sync: the versions registered as partitions in the "
+                "Dagster instance at $DAGSTER_HOME, one line per domain on stdout")
+    pol_actions = pol.add_subparsers(dest="action", required=True, metavar="{list,sync}")
+    _verb(pol_actions, "list", "list the registry's versions: domain, baseline, agent, user and judge models",
+          ["sim-pipeline policies list --registry data/policies.yaml"],
+          "a table on stdout, a header then one row per version; notes on the packs on stderr; nothing is written"
+          ).set_defaults(fn=cmd_policies_list)
+    _verb(pol_actions, "sync", "register every version as a partition of its domain (the UI and the daemon then "
+          "show it); an invalid registry registers nothing", ["sim-pipeline policies sync"],
+          "the versions registered as partitions in the Dagster instance at $DAGSTER_HOME (./.dagster_home when "
+          "unset); one line per domain on stdout").set_defaults(fn=cmd_policies_sync)
+    pack = _verb(verbs, "pack", "make a domain pack from another source", ["sim-pipeline pack from-mcp --help"],
+                 "a pack folder under data/domains (see the action)").add_subparsers(dest="pack_verb", required=True,
+                                                                                     metavar="{from-mcp}")
+    mcp = _verb(pack, "from-mcp", "write data/domains/NAME/ from an MCP server's tools (a stdio command or --url); "
+                "tool kinds from their annotations, every guess marked REVIEW",
+                ["sim-pipeline pack from-mcp --name notes -- python notes_server.py",
+                 "sim-pipeline pack from-mcp --name notes --url http://127.0.0.1:8000/mcp"],
+                "data/domains/NAME/ (tools/*.json, domain.yaml, policy.md), written whole or not at all; one line per "
+                "tool on stdout")
     mcp.add_argument("--name", required=True, help="the pack's name (lowercase letters, digits and _)")
     mcp.add_argument("--url", help="the server's streamable HTTP endpoint (instead of a command)")
     mcp.add_argument("--out", type=Path, help="the folder packs live in; the pack goes to <out>/NAME (default "
@@ -486,24 +621,76 @@ def parser() -> argparse.ArgumentParser:
     mcp.add_argument("--rename", action="store_true", help="write tool names the pack format refuses under the "
                                                            "documented renames (default: refuse them, naming each)")
     mcp.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
-                     help="the command that starts the server on stdio")
+                     help="the command that starts the server on stdio (after every option)")
     mcp.set_defaults(fn=cmd_pack_from_mcp)
-    pol = verbs.add_parser("policies", help="the policy registry (data/policies.yaml)")
-    pol.add_argument("action", choices=["list", "sync"], help="list versions, or register them as partitions")
-    pol.set_defaults(fn=cmd_policies)
-    from sim_pipeline.cli_view import add_view
-
-    add_view(verbs, _seeds_option, os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"), UNVERIFIED_FLAG,
-             UNVERIFIED_HELP, defaults.DEFAULT_DOMAIN)
+    view = _verb(verbs, "view", "write one self-contained HTML file (open it from disk, no network): the ship line, "
+                 "the delta with a forest plot, pass@k curves, slices, world fit, judge trust, cut sizes and every "
+                 "transcript with filters", ["sim-pipeline view --domain retail --out report.html"],
+                 "the HTML file --out names (default report.html); stale figures are marked as `report` marks them")
+    view.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
+    _seeds_option(view, ["0"], "(default 0)", alias=False)
+    view.add_argument("--out", default="report.html", help="the HTML file to write (default report.html)")
+    view.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
+                      help=WAREHOUSE_HELP)
+    view.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
+    view.set_defaults(fn=cmd_view)
+    for leaf in _leaves(top):  # every verb and action, those registered above included, reads the same registry
+        leaf.add_argument("--registry", metavar="FILE", help=REGISTRY_HELP)
     return top
+
+
+def _with_action(argv: list[str]) -> list[str]:
+    """`backfill ...` without an action is `backfill launch ...`, as before the actions existed."""
+    if argv[:1] == ["backfill"] and (len(argv) == 1 or argv[1] not in (*BACKFILL_ACTIONS, "-h", "--help")):
+        return ["backfill", "launch", *argv[1:]]
+    return argv
+
+
+def _stray(argv: list[str], word: str, command: str) -> SimPipelineError:
+    """The error for a word no option or argument took: which flag it follows, and the fix."""
+    usage = f"`sim-pipeline {command} --help` lists its options"
+    if word.startswith("-"):
+        return SimPipelineError(f"`sim-pipeline {command}` has no option {word}. Fix: {usage}")
+    at = len(argv) - 1 - argv[::-1].index(word)
+    flag_at = next((i for i in range(at - 1, -1, -1) if argv[i].startswith("-")), None)
+    action = command.startswith("backfill") and word in BACKFILL_ACTIONS
+    fix = f"write the action right after backfill: `sim-pipeline backfill {word}`" if action else usage
+    if flag_at is None:
+        if command == "backfill list":  # `backfill list ID`: the id belongs to cancel
+            fix = f"`sim-pipeline backfill cancel {word}` cancels that backfill; `backfill list` takes no id"
+        return SimPipelineError(f"'{word}' is not an argument of `sim-pipeline {command}`. Fix: {fix}")
+    flag, equals, first = argv[flag_at].partition("=")
+    values = ([first] if equals else []) + list(itertools.takewhile(lambda w: not w.startswith("-"),
+                                                                     argv[flag_at + 1:]))
+    if len(values) < 2:  # the word right after a switch (--wait): the switch took nothing
+        return SimPipelineError(f"'{word}' after {flag}, which takes no value, is not an argument of `sim-pipeline "
+                                f"{command}`. Fix: {fix}")
+    if not action and flag in LIST_FLAGS:
+        fix = f"join several with commas, {flag} {','.join(values)}, or give {flag} once for each"
+    return SimPipelineError(f"'{word}' follows {flag} {values[0]}, and {flag} takes one value. Fix: {fix}")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line read; a word no option took is a SimPipelineError naming the flag it follows and the fix
+    (argparse's own errors, a bad choice or a missing required option, exit 2 with the usage)."""
+    argv = _with_action(argv)
+    args, extra = parser().parse_known_args(argv)
+    if extra:
+        command = " ".join(w for w in (args.verb, getattr(args, "action", None)) if w)
+        raise _stray(argv, extra[0], command)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors print one clear line, never a traceback; a bug's traceback prints with keys redacted."""
     from sim_pipeline.redaction import redact
 
-    args = parser().parse_args(argv)
     try:
+        args = parse(sys.argv[1:] if argv is None else list(argv))
+        if args.registry:  # a wrong --registry fails here, for every verb, before anything is opened or written
+            from sim_pipeline.registry import load_registry
+
+            load_registry(args.registry)
         return args.fn(args)
     except SimPipelineError as exc:
         print(redact(f"error: {exc}"), file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The one seed syntax every `sim-pipeline` verb takes: `0-7`, `0,3,5`, `0-2,5`, or several such words.
+"""The one seed syntax every `sim-pipeline` verb takes: `0`, `0-7`, `0,3,5`, `0-2,5` (one value per flag on the
+command line; the flag given twice adds up, and parse_seeds takes the values as a list).
 
 A bad value is one short line whatever its size: `--seeds 0-99999` names the first few seeds that are not partitions
 and how many there are, never the whole list.

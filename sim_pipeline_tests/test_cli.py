@@ -26,8 +26,9 @@ def test_version_of_another_domain_is_refused(capsys):
 
 def test_policies_list(capsys):
     assert main(["policies", "list"]) == 0
-    out = capsys.readouterr().out
-    assert "agent-v2" in out and "baseline=agent-v1" in out
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split() == ["DOMAIN", "VERSION", "BASELINE", "MODEL", "USER", "JUDGE"]
+    assert "retail agent-v2 agent-v1 sim/agent-v2 sim/user sim/judge" in [" ".join(row.split()) for row in rows]
 
 
 def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, monkeypatch, capsys):
@@ -171,9 +172,10 @@ def test_policies_list_marks_the_versions_of_a_broken_pack(tmp_path, monkeypatch
         "bad-v2": {"domain": "badpack", "model": "sim/agent-v2", "baseline": "bad-v1"}}}))
     monkeypatch.setattr("sim_pipeline.registry.REGISTRY_PATH", registry)
     assert main(["policies", "list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split()[-1] == "STATUS"
     [domain_line] = [line for line in lines if "BROKEN pack:" in line]
-    assert domain_line.startswith("badpack") and BAD_PACK_ERROR in domain_line
+    assert domain_line.startswith("badpack: BROKEN pack: ") and BAD_PACK_ERROR in domain_line
     versions = {line.split()[1]: line for line in lines if "BROKEN pack:" not in line}
     assert set(versions) == {"agent-v1", "bad-v1", "bad-v2"}
     assert versions["bad-v1"].endswith("BROKEN (its pack does not load)") and "BROKEN" in versions["bad-v2"]
@@ -322,7 +324,7 @@ def test_every_verb_refuses_a_bad_seed_value_with_the_same_short_line_before_tou
         assert _one_error_line(capsys) == says, verb
     for verb in (["run"], ["report"], ["loop", "--from", "agent-v1"]):  # --seed is the same option there
         assert main([*verb, "--seed", value]) == 2
-        assert _one_error_line(capsys) == says
+        assert _one_error_line(capsys) == says.replace("--seeds", "--seed", 1)  # the flag as typed
     assert not (tmp_path / "dagster_home").exists()  # refused before the instance was opened
 
 
@@ -334,7 +336,7 @@ def test_the_seed_syntax_names_the_same_seeds_for_every_verb(tmp_path, monkeypat
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("sim_pipeline: ")] == \
         [f"sim_pipeline: domain 'retail', seed {s}" for s in ("0", "1", "2", "5")]
-    assert main(["backfill", "--versions", "agent-v1", "--seeds", "5", "0-2"]) == 0
+    assert main(["backfill", "--versions", "agent-v1", "--seeds", "5", "--seeds", "0-2"]) == 0  # the flag again adds
     capsys.readouterr()
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
         [backfill] = instance.get_backfills()
@@ -505,3 +507,253 @@ def test_a_run_with_one_sample_per_prompt_exits_0_and_says_grpo_is_not_applicabl
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     assert "grpo_groups not applicable (one sample per prompt: a group needs 2)" in ran.stdout
     assert "not written" not in ran.stdout
+
+
+# -- issue 31, item 4: --registry on every verb, one seed syntax, `policies list` as a table, help that shows -----
+def _commands(command=None, words=()):
+    """Every parser of the command line with the words that reach it: (), ('run',), ('backfill', 'list'), ..."""
+    import argparse
+
+    from sim_pipeline.cli import parser
+
+    command = command or parser()
+    found = [(words, command)]
+    for action in command._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _commands(sub, (*words, name))
+    return found
+
+
+def _is_leaf(command):
+    import argparse
+
+    return not any(isinstance(action, argparse._SubParsersAction) for action in command._actions)
+
+
+COMMANDS = [words for words, _ in _commands()]
+VERBS = [words for words, command in _commands() if _is_leaf(command)]  # what runs: a verb, or one of its actions
+
+
+def _required(words):
+    """The words a verb needs besides its options (a required option's first choice, else a version's name)."""
+    [command] = [c for w, c in _commands() if w == words]
+    needed = []
+    for action in command._actions:
+        value = str((action.choices or ["agent-v1"])[0]) if action.choices else "agent-v1"
+        if action.option_strings and action.required:
+            needed += [action.option_strings[0], value]
+        elif not action.option_strings and action.nargs is None:
+            needed.append(value)
+    return needed
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=" ".join)
+def test_every_verb_takes_registry_and_refuses_a_missing_one_before_opening_anything(verb, tmp_path, monkeypatch,
+                                                                                      capsys):
+    from sim_pipeline.cli import parse
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "elsewhere" / "policies.yaml"
+    assert parse([*verb, *_required(verb), "--registry", str(missing)]).registry == str(missing)
+    assert main([*verb, *_required(verb), "--registry", str(missing)]) == 2
+    assert _one_error_line(capsys).startswith(f"error: {missing}: file not found. Fix:")
+    assert not (tmp_path / "dagster_home").exists() and os.listdir(tmp_path) == []
+
+
+ALT_REGISTRY = {"defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
+                "policies": {"alt-v1": {"domain": "retail", "model": "sim/agent-v1", "judge_trust_opt_out": True},
+                             "alt-v2": {"domain": "retail", "model": "sim/agent-v2", "baseline": "alt-v1"}}}
+
+
+def test_every_verb_reads_the_registry_it_is_given_and_so_do_its_runs(tmp_path, monkeypatch, capsys):
+    """A registry none of whose versions is in data/policies.yaml: each verb sees its versions, and a run's Dagster
+    steps read the same file (a step reading the default one would not know alt-v1)."""
+    import dagster as dg
+    import yaml
+
+    from sim_pipeline import warehouse
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.chdir(tmp_path)
+    registry = tmp_path / "alt.yaml"
+    registry.write_text(yaml.safe_dump(ALT_REGISTRY))
+    alt = ["--registry", str(registry)]
+    base = tmp_path / "warehouse"
+    assert main(["policies", "list", *alt]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [row.split()[1] for row in rows] == ["alt-v1", "alt-v2"]
+    assert main(["policies", "sync", *alt]) == 0 and "retail: added ['alt-v1', 'alt-v2']" in capsys.readouterr().out
+    assert main(["report", "--seeds", "0", "--warehouse", str(base), *alt]) == 0
+    out = capsys.readouterr().out
+    assert "  alt-v1        not run for seed 0" in out and "agent-v1" not in out
+    assert main(["export", "--format", "openai", "--versions", "alt-v1", "--seeds", "0", "--warehouse", str(base),
+                 *alt]) == 2
+    assert "--versions alt-v1" in capsys.readouterr().err  # missing partitions of alt-v1, not an unknown version
+    assert main(["loop", "--from", "agent-v1", "--warehouse", str(base), *alt]) == 2
+    assert f"--from agent-v1: no such version in {registry}. Fix: use one of ['alt-v1', 'alt-v2']" in \
+        capsys.readouterr().err
+    assert main(["backfill", "--versions", "alt-v2", "--seeds", "3", *alt]) == 0
+    assert f"start it with SIM_PIPELINE_REGISTRY={registry} for its runs to read this one" in capsys.readouterr().out
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert [b.title for b in instance.get_backfills()] == ["retail: alt-v2 x seeds 3"]
+    assert main(["run", "--versions", "alt-v1", "--situations", "2", "--samples", "1", "--heldout-samples", "1",
+                 "--warehouse", str(base), *alt]) == 0, capsys.readouterr()
+    rollouts = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version="alt-v1",
+                                                             seed="0"))
+    assert len(rollouts) and set(rollouts["policy_version"]) == {"alt-v1"}
+
+
+def test_every_help_has_the_environment_it_reads(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for variable in ("$SIM_PIPELINE_REGISTRY", "$SIM_PIPELINE_WAREHOUSE", "$DAGSTER_HOME"):
+        assert variable in text
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(words) or "sim-pipeline")
+def test_every_verb_help_shows_an_example_that_parses_and_where_its_output_goes(words, capsys):
+    import shlex
+
+    from sim_pipeline.cli import parse
+
+    with pytest.raises(SystemExit) as done:
+        main([*words, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert "example:" in lines, text
+    examples = []
+    for line in lines[lines.index("example:") + 1:]:
+        if not line.startswith("  sim-pipeline "):
+            break
+        examples.append(shlex.split(line)[1:])
+    assert examples, text
+    for example in examples:
+        assert example[:len(words)] == list(words)
+        assert callable(parse(example).fn)  # it runs as written: a real command, not a sketch
+    [output] = [" ".join(text[text.index("\noutput: "):].split())]
+    assert any(where in output for where in ("stdout", "under ", "$DAGSTER_HOME", "--out")), output
+    if words in VERBS:  # where --registry reads from when it is not given
+        assert "$SIM_PIPELINE_REGISTRY" in " ".join(text.split())
+
+
+def _seed_verbs():
+    """The verbs that take seeds, and their seed flags."""
+    found = []
+    for words, command in _commands():
+        flags = [f for a in command._actions for f in a.option_strings if "seed" in f]
+        if flags:
+            found.append((words, flags))
+    return found
+
+
+SPELLINGS = [(["0"], ["0"]), (["0,1"], ["0", "1"]), (["0-7"], [str(n) for n in range(8)]),
+             (["0-3,6"], ["0", "1", "2", "3", "6"]), (["6", "0-3"], ["0", "1", "2", "3", "6"]),
+             (["3,1-2,1"], ["1", "2", "3"])]
+
+
+@pytest.mark.parametrize("verb, flags", _seed_verbs(), ids=[" ".join(words) for words, _ in _seed_verbs()])
+def test_every_verb_that_takes_seeds_reads_each_spelling_as_the_same_seeds(verb, flags):
+    from sim_pipeline.cli import parse
+    from sim_pipeline.seed_spec import parse_seeds
+
+    assert "--seeds" in flags and set(flags) <= {"--seeds", "--seed"}  # one name for one option, everywhere
+    for flag in flags:
+        for values, seeds in SPELLINGS:
+            given = [word for value in values for word in (flag, value)]  # several values: the flag once for each
+            args = parse([*verb, *_required(verb), *given])
+            assert parse_seeds(args.seeds, args.seeds_flag) == seeds, (flag, values)
+
+
+@pytest.mark.parametrize("verb", [words for words, _ in _seed_verbs()], ids=" ".join)
+def test_a_second_word_after_a_flag_is_refused_naming_the_flag_and_the_fix(verb, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main([*verb, *_required(verb), "--seeds", "0", "1"]) == 2
+    assert _one_error_line(capsys) == "error: '1' follows --seeds 0, and --seeds takes one value. Fix: join several " \
+                                      "with commas, --seeds 0,1, or give --seeds once for each\n"
+    assert main([*verb, *_required(verb), "--seeds", "0-9"]) == 2  # a bad value: the flag and the fix
+    assert _one_error_line(capsys).startswith("error: --seeds '0-9': 8, 9 are not seed partitions. Fix: use seeds "
+                                              "within 0-7")
+    assert not (tmp_path / "dagster_home").exists()
+
+
+def test_a_bad_seed_value_names_the_flag_as_typed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert main(["run", "--seed", "x"]) == 2
+    assert _one_error_line(capsys) == "error: --seed 'x': 'x' is neither a seed nor a range. Fix: write e.g. 0-7, " \
+                                      "0,3,5 or 0-2,5\n"
+    assert main(["run", "--versions", "agent-v1", "agent-v2"]) == 2
+    assert "Fix: join several with commas, --versions agent-v1,agent-v2, or give --versions once for each" in \
+        _one_error_line(capsys)
+
+
+def test_backfill_actions_and_values_cannot_be_taken_for_one_another(tmp_path, monkeypatch, capsys):
+    """A registry with a version named `list`: `--versions agent-v1 list` once launched a backfill of both."""
+    import dagster as dg
+    import yaml
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    registry = tmp_path / "policies.yaml"
+    registry.write_text(yaml.safe_dump({"policies": {"agent-v1": {"domain": "retail", "model": "sim/agent-v1"},
+                                                     "list": {"domain": "retail", "model": "sim/agent-v2"}}}))
+    alt = ["--registry", str(registry)]
+    assert main(["backfill", "--versions", "agent-v1", "list", "--seeds", "0", *alt]) == 2
+    assert "'list' follows --versions agent-v1, and --versions takes one value. Fix: write the action right after " \
+        "backfill: `sim-pipeline backfill list`" in _one_error_line(capsys)
+    assert main(["backfill", "--wait", "list", *alt]) == 2
+    assert "Fix: write the action right after backfill: `sim-pipeline backfill list`" in _one_error_line(capsys)
+    assert main(["backfill", "list", "--seeds", "0"]) == 2
+    assert "`sim-pipeline backfill list` has no option --seeds" in _one_error_line(capsys)
+    assert main(["backfill", "list", "abc123"]) == 2
+    assert "Fix: `sim-pipeline backfill cancel abc123` cancels that backfill" in _one_error_line(capsys)
+    assert not (tmp_path / "dagster_home").exists()  # nothing was launched, listed or opened
+    assert main(["backfill", "--versions", "list", "--seeds", "0", *alt]) == 0  # a value named like an action
+    assert main(["backfill", "list"]) == 0
+    [line] = capsys.readouterr().out.splitlines()[-1:]
+    assert "retail: list x seeds 0 (" in line and line.endswith("; runs: no run yet")
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert [b.title for b in instance.get_backfills()] == ["retail: list x seeds 0"]
+
+
+LONG_DOMAIN = "a_domain_whose_name_is_longer_than_any_column_was"
+LONG_VERSION = "a-version-whose-name-is-longer-than-any-column-was-v1"
+
+
+def test_policies_list_is_a_table_with_a_header_whose_columns_line_up_however_long_the_names(tmp_path, monkeypatch,
+                                                                                            capsys):
+    import re
+    import shutil as files
+
+    import yaml
+
+    from sim_pipeline.domain import DOMAINS_DIR
+
+    domains = tmp_path / "domains"
+    files.copytree(DOMAINS_DIR / "retail", domains / "retail")
+    spec = files.copytree(DOMAINS_DIR / "retail", domains / LONG_DOMAIN) / "domain.yaml"
+    spec.write_text(spec.read_text().replace("\nname: retail\n", f"\nname: {LONG_DOMAIN}\n"))
+    monkeypatch.setattr("sim_pipeline.domain.DOMAINS_DIR", domains)
+    registry = tmp_path / "policies.yaml"
+    entries = {"agent-v1": {"domain": "retail", "model": "sim/agent-v1"},
+               "2024.10": {"domain": "retail", "model": "sim/agent-v2", "baseline": "agent-v1",
+                           "user_model": "openai/a-user-simulator", "judge_model": "anthropic/a-judge"},
+               LONG_VERSION: {"domain": LONG_DOMAIN, "model": "sim/agent-v1"}}
+    registry.write_text(yaml.safe_dump({"defaults": {"judge_model": "sim/judge", "user_model": "sim/user"},
+                                        "policies": entries}))
+    monkeypatch.setattr("sim_pipeline.registry.REGISTRY_PATH", registry)  # the default registry, as without --registry
+    assert main(["policies", "list"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    columns = [m.start() for m in re.finditer(r"\S+", header)]
+    assert header.split() == ["DOMAIN", "VERSION", "BASELINE", "MODEL", "USER", "JUDGE"]
+    cells = {row.split()[1]: [row[start:end].strip() for start, end in zip(columns, [*columns[1:], None])]
+             for row in rows}
+    assert cells == {"agent-v1": ["retail", "agent-v1", "-", "sim/agent-v1", "sim/user", "sim/judge"],
+                     "2024.10": ["retail", "2024.10", "agent-v1", "sim/agent-v2", "openai/a-user-simulator",
+                                 "anthropic/a-judge"],
+                     LONG_VERSION: [LONG_DOMAIN, LONG_VERSION, "-", "sim/agent-v1", "sim/user", "sim/judge"]}
+    for row in rows:  # every cell starts at its column, after a gap: no value runs into the next column
+        assert all(row[start - 1] == " " and row[start] != " " for start in columns[1:]), row

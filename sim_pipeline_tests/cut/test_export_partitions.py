@@ -196,7 +196,7 @@ def test_the_cli_verb_refuses_a_file_without_its_sidecar_before_writing_anything
     write_partition(warehouse, "agent-v2", *inputs)
     grades = partition_path(warehouse, "retail", "grades", policy_version="agent-v2", seed=0)
     checksum_path(grades).unlink()  # copied without its sidecar
-    args = ["export", "--format", "trl", "--versions", VERSION, "agent-v2", "--seeds", "0", "--warehouse",
+    args = ["export", "--format", "trl", "--versions", f"{VERSION},agent-v2", "--seeds", "0", "--warehouse",
             str(warehouse), "--out", str(tmp_path / "out")]
     assert main(args) == 2
     error = capsys.readouterr().err
