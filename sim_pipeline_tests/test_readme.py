@@ -20,8 +20,12 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 def _section(text: str, title: str) -> str:
     """The text under a markdown heading or bold paragraph title, up to the next heading of any level."""
     start = text.index(title)
-    end = re.search(r"^#{1,6} |\n\*\*`", text[start + len(title):], flags=re.M)
-    return text[start:start + len(title) + (end.start() if end else len(text))]
+    lines, fenced = text[start:].split("\n"), False
+    for i, line in enumerate(lines[1:], 1):
+        fenced ^= line.startswith("```")  # a `#` comment inside a code block is no heading
+        if not fenced and (re.match(r"#{1,6} ", line) or line.startswith("**`")):
+            return "\n".join(lines[:i])
+    return text[start:]
 
 
 def _first_cells(table: str) -> list[str]:
@@ -94,3 +98,34 @@ def test_the_legend_explains_every_line_the_summary_prints(run):
     explained = " ".join(_first_cells(legend))
     missing = sorted(label for label in _labels(run[1], {"agent-v1", "agent-v2"}) if label not in explained)
     assert not missing, f"the README's legend does not explain {missing}; summary was:\n{run[1]}"
+
+
+def test_the_quick_start_runs_as_written_against_local_endpoints(tmp_path):
+    """The quick start's registry and command, verbatim but for where its two endpoints listen: a scripted agent at
+    the api_base it names and a scripted judge standing in for OpenAI (OPENAI_API_BASE), through real HTTP."""
+    import os
+    import subprocess
+    import sys
+
+    from sim_pipeline_tests.scripted_server import ScriptedServer
+
+    section = _section(README.read_text(), "## Quick start")
+    registry = re.search(r"```yaml\n(.*?)```", section, flags=re.S).group(1)
+    command = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    run_line = next(line for line in command.splitlines() if "sim-pipeline run" in line)
+    assert "http://127.0.0.1:8000/v1" in registry and run_line.startswith(".venv/bin/sim-pipeline run ")
+    refusal = {"content": "I'm sorry, I can't help with that here."}
+    verdict = {"content": '{"reason": "The agent declined without looking anything up.", "score": 0}'}
+    with ScriptedServer(lambda request: refusal) as agent, ScriptedServer(lambda request: verdict) as judge:
+        (tmp_path / "my.yaml").write_text(registry.replace("http://127.0.0.1:8000/v1", agent.base_url))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env |= {"OPENAI_API_KEY": "sk-test-quick-start-0000", "OPENAI_API_BASE": judge.base_url,
+                "DAGSTER_HOME": str(tmp_path / "dagster_home"), "PYTHONPATH": os.pathsep.join(sys.path)}
+        args = run_line.split("#")[0].split()[1:]  # after `.venv/bin/sim-pipeline`
+        ran = subprocess.run([sys.executable, "-m", "sim_pipeline.cli", *args, "--warehouse", str(tmp_path / "wh")],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    summary = ran.stdout[ran.stdout.find("sim_pipeline: domain 'retail'"):]
+    assert ran.returncode in (0, 1) and summary, ran.stderr[-3000:]  # 1: a blocking check, said in the summary
+    assert re.search(r"^  my-agent-v1 +\d+ rollouts, 0 errored", summary, flags=re.M), summary
+    assert agent.requests and all(r["model"] == "my-model" for r in agent.requests)
+    assert judge.requests and all(r["model"] == "gpt-4o-mini" for r in judge.requests)
