@@ -27,6 +27,7 @@ from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.judge_trust import TRUST_FLAGS_COLUMN, TRUST_VERDICT_COLUMN, recorded_trust
 from sim_pipeline.lineage import FileLineage
 from sim_pipeline.measure.passat import NOOP_FLOOR
+from sim_pipeline.measure.delta import GUARDED_REASON
 from sim_pipeline.measure.ship import ShipDecision, TrustState, ship_decision
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
@@ -412,8 +413,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         if poor:
             lines.append(f"    caution: the world fits this domain poorly for {', '.join(poor)} (see world fit): "
                          "the verdict measures the world model as much as the agent")
-        blocked = {(r.verdict, getattr(r, "reason", "")) for r in delta.itertuples(index=False)
-                   if not math.isfinite(r.delta)}
+        blocked = {(r.verdict, str(getattr(r, "reason", "") or "").removeprefix(GUARDED_REASON))
+                   for r in delta.itertuples(index=False) if not math.isfinite(r.delta)}
         if len(blocked) == 1 and delta["delta"].isna().all():  # the sides could not be paired: say so once
             ((verdict, reason),) = blocked
             lines.append(f"    {verdict} for every metric: {reason or 'nothing was computed'}")

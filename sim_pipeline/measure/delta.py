@@ -28,6 +28,8 @@ DELTA_COLUMNS: tuple[str, ...] = (
 )
 _DIRECTION_NAMES = {sign: name for name, sign in DIRECTIONS.items()}
 
+GUARDED_REASON = "must not regress; "  # how a guarded metric's reason starts (the summary and the view read it)
+
 
 def delta_report(
     baseline: pd.DataFrame,
@@ -71,7 +73,7 @@ def delta_report(
         if paired.blocked is None and spread.n_seeds == 1:
             row["reason"] = f"{row['reason']} Note: {spread.note}"
         if metric in guarded:
-            row["reason"] = f"must not regress; {row['reason']}"
+            row["reason"] = f"{GUARDED_REASON}{row['reason']}"
         diffs = (paired.after[metric] - paired.before[metric]).dropna().to_numpy(float)
         row["detectable"] = detectable_effect(diffs.size, sd=float(diffs.std(ddof=1)) if diffs.size > 1 else math.nan,
                                               tests=len(paired.directions))

@@ -32,6 +32,7 @@ from sim_pipeline.defaults import (
 from sim_pipeline.grade.judge_trust import judge_trust_report
 from sim_pipeline.grade.probes import PROBES
 from sim_pipeline.lineage import FileLineage
+from sim_pipeline.measure.delta import GUARDED_REASON
 from sim_pipeline.measure.passat import pass_curve
 from sim_pipeline.measure.ship import ShipDecision
 from sim_pipeline.measure.slices import delta_slices
@@ -39,7 +40,6 @@ from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.report import STALE_MARK, VersionSummary, lineage_lines, ship_decisions, standing, version_summary
 from sim_pipeline.rollout.world_fit import fit_problems, fit_sentence
 
-GUARD_PREFIX = "must not regress"  # how the delta step starts a guarded metric's reason (measure/delta.py)
 PASS, FAIL, NOT_GRADED = "pass", "fail", "not graded"
 DISAGREES = "judge disagrees with oracle"
 # The filters the transcript list offers: the row key each one reads, and its label.
@@ -203,7 +203,7 @@ def delta_view(base: str, domain: str, seeds: list[str], version: PolicyVersion,
         view.note = "not computed (no delta file: a baseline without grades, or withheld by a failed check)"
         return view
     table = table.copy()
-    table["guarded"] = table["reason"].fillna("").str.startswith(GUARD_PREFIX)
+    table["guarded"] = table["reason"].fillna("").str.startswith(GUARDED_REASON)
     view.table = table
     before, after = _grades_of(base, domain, version.baseline, seeds), _grades_of(base, domain, version.slug, seeds)
     if len(before) and len(after):
