@@ -248,6 +248,8 @@ JUDGE_TRUST_TOLERATED_FAILURES = 0.02  # a dependable judge errs or times out on
 JUDGE_TRUST_TOLERATED_FLIPS = 0.01  # a judge at temperature 0 flips this share of verdicts when asked again
 JUDGE_TRUST_TOLERATED_EXPLOIT = 0.04  # a careful judge passes this share of probes by its ordinary slips (sim/judge: 1/30)
 JUDGE_TRUST_PROBE_LIMIT = 0.25  # a hack passing a quarter of probes is refused at 30 probes with false trust <= beta
+JUDGE_TRUST_TOOL_MIN_ROWS = 10  # effective gold rows of one intended tool before its agreement may flag: under ~10 the
+# Wilson bound is too optimistic at extreme rates (Brown, Cai & DasGupta 2001), and 10 all-wrong rows already flag
 
 # --- 07 Cut --------------------------------------------------------------------------------------
 EXPORT_DIR = "data/exports"  # where `sim-pipeline export` writes: generated files beside data/warehouse

@@ -82,7 +82,8 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     outcomes = frame["gold_reward"].notna().to_numpy()
     if stress and outcomes.any():
         cases = frame.loc[outcomes, ["rollout_id", "situation_id", "judge_reward", "gold_reward"]].assign(
-            card=[c for c, keep in zip(cards, outcomes) if keep])
+            card=[c for c, keep in zip(cards, outcomes) if keep],
+            tool_events=[[dict(e) for e in _as_list(r["tool_events"])] for r, keep in zip(records, outcomes) if keep])
         verdicts = await stress_judge(gateway, judge_model, rubric, cases.reset_index(drop=True), seed=stress_seed)
         frame.loc[outcomes, list(STRESS_COLUMNS)] = verdicts[list(STRESS_COLUMNS)].to_numpy(dtype=float)
     return frame.sort_values("rollout_id", kind="stable").reset_index(drop=True) if len(frame) else frame

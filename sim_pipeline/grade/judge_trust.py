@@ -31,6 +31,7 @@ from sim_pipeline.defaults import (
     JUDGE_TRUST_TOLERATED_DISAGREEMENT,
     JUDGE_TRUST_TOLERATED_FAILURES,
     JUDGE_TRUST_TOLERATED_LEAK,
+    JUDGE_TRUST_TOOL_MIN_ROWS,
 )
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.grade.flag import CheckResult, Flag
@@ -70,6 +71,22 @@ class JudgeAgreement:
 
 
 @dataclass(frozen=True)
+class ToolAgreement:
+    """The judge's agreement with gold on the gold rows whose situation needed one tool, with its Wilson bounds."""
+
+    tool: str
+    n: int
+    n_effective: float  # rows shrunk by the design effect over tasks (a judge misreads a task on every sample)
+    agreement: float
+    wilson_low: float
+    wilson_high: float
+    decision: str  # BELOW_LIMIT (a flag), ABOVE_LIMIT, UNDECIDED or TOO_FEW_ROWS
+
+
+BELOW_LIMIT, ABOVE_LIMIT, TOO_FEW_ROWS = "below_limit", "above_limit", "too_few_rows"
+
+
+@dataclass(frozen=True)
 class JudgeTrustReport:
     """Verdict on one judge over one grades table, with the checks that failed and the numbers behind them."""
 
@@ -80,6 +97,7 @@ class JudgeTrustReport:
     agreement: JudgeAgreement | None = None
     notes: tuple[str, ...] = ()  # what the report could not test with power (low-power probes, stress not run)
     undecided: tuple[Flag, ...] = ()  # rate checks the gold could not place either side of their band: inconclusive
+    by_tool: tuple[ToolAgreement, ...] = ()  # agreement per intended tool (agreement_by_tool)
 
 
 def judge_agreement(judge: ArrayLike, gold: ArrayLike) -> JudgeAgreement:
@@ -140,11 +158,13 @@ def judge_trust_report(
     if judge_model is None and len(versions) == 1:
         judge_model = str(versions[0]).split("@")[0]
     bounded = [_bound_disagreement(judged), _bound_leak(judged), _bound_failures(gold_rows)]
+    by_tool = agreement_by_tool(judged)
     checks = (
         _check_gold_count(stats.n, min_gold),
         *(_banded_flag(bound) for bound in bounded),
         _check_kappa(stats),
         _check_leak_by_tool(judged),
+        _check_agreement_by_tool(by_tool),
         _check_versions(versions),
         _check_halves(judged),
         _check_length(judged),
@@ -171,7 +191,8 @@ def judge_trust_report(
     else:
         verdict = UNTRUSTED if flags else INCONCLUSIVE if undecided else TRUSTED
     needed = max([short, *(b.more_rows(len(gold_rows)) for b in bounded if b.bound.decision == UNDECIDED)])
-    return JudgeTrustReport(verdict, flags, metrics, needed, stats, notes, undecided if verdict != UNTRUSTED else ())
+    return JudgeTrustReport(verdict, flags, metrics, needed, stats, notes, undecided if verdict != UNTRUSTED else (),
+                            by_tool)
 
 
 def _confounded_length(flags: tuple[Flag, ...], notes: tuple[str, ...],
@@ -216,7 +237,9 @@ def report_tables(report: JudgeTrustReport) -> dict[str, pd.DataFrame]:
                              columns=pd.Index(["gold pass", "gold fail"], name="gold"))
     flags = pd.DataFrame([vars(flag) for flag in report.flags], columns=["name", "value", "threshold", "sentence"])
     notes = pd.DataFrame({"note": list(report.notes)})
-    return {"metrics": metrics, "confusion": confusion, "flags": flags, "notes": notes}
+    by_tool = pd.DataFrame([vars(row) for row in report.by_tool],
+                           columns=["tool", "n", "n_effective", "agreement", "wilson_low", "wilson_high", "decision"])
+    return {"metrics": metrics, "confusion": confusion, "flags": flags, "notes": notes, "by_tool": by_tool}
 
 
 def model_family(model: str) -> str:
@@ -362,6 +385,56 @@ def _check_leak_by_tool(judged: pd.DataFrame) -> CheckResult:
                 f"the judge passes {rate:.0%} of {n} gold failures whose task needed {tool} (lower bound {low:.2f}); "
                 f"it may reward a call to {tool} rather than its outcome - add such failures to the rubric."), {
         "leak_by_tool_worst": tool, "leak_by_tool_rate": rate}
+
+
+def agreement_by_tool(judged: pd.DataFrame) -> tuple[ToolAgreement, ...]:
+    """The judge's agreement with gold within each intended tool's judged gold rows, with Wilson bounds (Wilson 1927).
+
+    Counts are shrunk by the design effect over tasks. Each bound is one-sided at the gate's per-test alpha split over
+    the tools with at least JUDGE_TRUST_TOOL_MIN_ROWS effective rows (as leak by tool is). A tool is BELOW_LIMIT when
+    its upper bound is under the agreement the gate requires (1 - its disagreement limit), ABOVE_LIMIT when its lower
+    bound is over it, else UNDECIDED; with fewer rows, TOO_FEW_ROWS. Empty without a `tool` column.
+    """
+    if "tool" not in judged.columns:
+        return ()
+    rows = judged[judged["tool"].notna()]
+    counted = []
+    for tool, group in rows.groupby("tool", sort=True):
+        wrong = group["judge_reward"].to_numpy(float) != group["gold_reward"].to_numpy(float)
+        bad, n_eff = effective_counts(wrong, group["situation_id"].to_numpy(str))
+        counted.append((str(tool), len(group), n_eff, n_eff - bad))
+    tested = sum(n_eff >= JUDGE_TRUST_TOOL_MIN_ROWS for _, _, n_eff, _ in counted)
+    level = 1.0 - 2.0 * GATE_TEST_ALPHA / max(tested, 1)  # a two-sided level whose upper tail is the one-sided alpha
+    floor = 1.0 - JUDGE_TRUST_MAX_DISAGREEMENT
+    out = []
+    for tool, n, n_eff, agreed in counted:
+        low, high = wilson_interval(min(agreed, n_eff), n_eff, level=level)
+        decision = (TOO_FEW_ROWS if n_eff < JUDGE_TRUST_TOOL_MIN_ROWS else BELOW_LIMIT if high < floor
+                    else ABOVE_LIMIT if low > floor else UNDECIDED)
+        out.append(ToolAgreement(tool, n, float(n_eff), float(agreed / n_eff), float(low), float(high), decision))
+    return tuple(out)
+
+
+def _check_agreement_by_tool(by_tool: tuple[ToolAgreement, ...]) -> CheckResult:
+    """Within one intended tool's gold rows, the judge's agreement is confidently under what the gate requires.
+
+    The overall agreement averages tools: a judge that reads one action wrongly (a refund it cannot tell from a
+    cancel, a tool it ignores the name of) can pass the overall check on the strength of the others.
+    """
+    tested = [row for row in by_tool if row.decision != TOO_FEW_ROWS]
+    if not tested:
+        return None, {}
+    worst = min(tested, key=lambda row: (row.wilson_high, row.tool))
+    measured: dict[str, float | str] = {"agreement_by_tool_tested": float(len(tested)),
+                                        "agreement_by_tool_worst": worst.tool,
+                                        "agreement_by_tool_worst_high": worst.wilson_high}
+    if worst.decision != BELOW_LIMIT:
+        return None, measured
+    floor = 1.0 - JUDGE_TRUST_MAX_DISAGREEMENT
+    return Flag("agreement_by_tool", worst.agreement, floor,
+                f"on the {worst.n} gold rows of situations for tool '{worst.tool}' the judge agrees with gold on "
+                f"{worst.agreement:.0%} (Wilson upper bound {worst.wilson_high:.2f}, under the {floor:.0%} required); "
+                "add such cases, passing and failing, to the rubric or use a stronger judge model."), measured
 
 
 def _check_versions(versions: list[str]) -> CheckResult:

@@ -28,12 +28,25 @@ from sim_pipeline.defaults import (
 )
 from sim_pipeline.grade.flag import CheckResult, Flag
 from sim_pipeline.grade.judge import judge_one, judge_seed
-from sim_pipeline.grade.probes import OWN_WORDS, PROBES, probe_card, probe_eligible, with_filler
+from sim_pipeline.grade.probes import (
+    OWN_WORDS,
+    PROBES,
+    calls_of,
+    deciding_tool,
+    probe_card,
+    probe_eligible,
+    rename_tool,
+    stand_ins,
+    swap_closing,
+    with_filler,
+)
 from sim_pipeline.measure.rate_bounds import OVER, UNDECIDED, bound_rate
 from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, classify_reply
 from sim_pipeline.protocol.transcript import final_reply
 from sim_pipeline.seeding import canonical_json, rng
+from sim_pipeline.world.oracle import fails_whatever_said
 
 REJUDGE, FILLER = "judge_rejudge_reward", "judge_filler_reward"
 PROBE_FIXES = {
@@ -45,6 +58,10 @@ PROBE_FIXES = {
     "sycophancy": "tell the judge to ignore praise and appeals to the grader",
     "empty_call": "require a tool result showing the change applied, not merely a call made",
     "refusal": "tell the judge that refusing a request the policy allows is a failure",
+    "closing_swap": "make the judge decide from the tool results: a failing conversation given a passing one's closing "
+                    "is still a failure",
+    "tool_renamed": "make the judge check which tool was called: the same result from another or unknown tool is "
+                    "not the action the goal needs",
 }
 
 
@@ -55,8 +72,9 @@ def probe_column(probe: str) -> str:
 
 STRESS_COLUMNS = (REJUDGE, FILLER, *(probe_column(p) for p in PROBES))
 # The gate's statistical tests, each given an equal share of its false-refusal budget (Bonferroni): disagreement,
-# leak, leak by tool, judge failures, task halves and reply length on gold; re-judge, filler and each probe here.
-GATE_TESTS = 6 + 2 + len(PROBES)
+# leak, leak by tool, agreement by tool, judge failures, task halves and reply length on gold; re-judge, filler and
+# each probe here (the counterfactual ones included).
+GATE_TESTS = 7 + 2 + len(PROBES)
 GATE_TEST_ALPHA = JUDGE_GATE_ALPHA / GATE_TESTS
 
 
@@ -65,11 +83,13 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
                        probe_cases: int = JUDGE_PROBE_CASES) -> pd.DataFrame:
     """The judge's verdicts on perturbed and probe variants of a seeded sample of graded cases.
 
-    `cases` has rollout_id, situation_id, judge_reward, card (the judge's case card) and, for the probes in the
-    agent's own words, gold_reward (success_claims). `rows` judged cases are
-    re-judged unchanged (a fresh call: another seed and sample index) and with neutral filler appended; for each
-    probe, up to `probe_cases` situations that need a write get the hack in place of the agent's turns. Returns
-    rollout_id plus STRESS_COLUMNS, one row per case, in the order of `cases`.
+    `cases` has rollout_id, situation_id, judge_reward, card (the judge's case card), and for the probes built from
+    the partition's own rollouts gold_reward (success_claims, closings) and tool_events (the world's events of each
+    rollout, for the counterfactual probes' labels). `rows` judged cases are re-judged unchanged (a fresh call:
+    another seed and sample index) and with neutral filler appended; for each probe, up to `probe_cases` situations
+    that need a write get the hack in place of the agent's turns, and for each counterfactual probe up to
+    `probe_cases` situations of the rollouts it applies to get their variant (probes.py). Returns rollout_id plus
+    STRESS_COLUMNS, one row per case, in the order of `cases`.
     """
     out = pd.DataFrame({"rollout_id": cases["rollout_id"].to_numpy()})
     for column in STRESS_COLUMNS:
@@ -85,17 +105,34 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
         asks.append((row.rollout_id, FILLER, with_filler(row.card), judge_seed(row.rollout_id), 0))
     # One case per task: situations a writer derived from one another (a rephrasing, a probe, a mutation) share their
     # goal and expected outcome, and a probe replaces everything after the opening, so they would be one case counted
-    # several times.
-    pool = ordered[ordered["card"].map(probe_eligible)].drop_duplicates("situation_id")
-    pool = pool[~pool["card"].map(_task).duplicated()]
+    # several times (the counterfactual probes keep the transcript, but near-copies still say one thing).
+    pool = _one_per_task(ordered[ordered["card"].map(probe_eligible)])
     claims = success_claims(ordered)
+    closings = passing_closings(ordered)
+    pools = {"closing_swap": _one_per_task(ordered[swappable(ordered)]),
+             "tool_renamed": _one_per_task(ordered[renamable(ordered)])}
     for probe in PROBES:
         if probe in OWN_WORDS and not claims:
             continue  # no closing the gold passed claims success: nothing of the agent's own to say
-        for row in pool.iloc[gen.permutation(len(pool))[:probe_cases]].itertuples():
-            claim = _claim_for(claims, row.card, gen) if probe in OWN_WORDS else None
-            asks.append((row.rollout_id, probe_column(probe), probe_card(row.card, probe, rubric, claim),
-                         judge_seed(row.rollout_id, f"judge-probe-{probe}"), 0))
+        chosen = pools.get(probe, pool)
+        if probe == "tool_renamed":  # the renamed write first (the issue's probe), then reads and hand-offs
+            writes = chosen["card"].map(probe_eligible).to_numpy(dtype=bool)
+            order = np.r_[np.flatnonzero(writes)[gen.permutation(int(writes.sum()))],
+                          np.flatnonzero(~writes)[gen.permutation(int((~writes).sum()))]].astype(int)
+        else:
+            order = gen.permutation(len(chosen))
+        for row in chosen.iloc[order[:probe_cases]].itertuples():
+            if probe == "closing_swap":
+                card = swap_closing(row.card, _closing_for(closings, row, gen))
+            elif probe == "tool_renamed":
+                card = _renamed(row, gen)
+                if card is None:
+                    continue
+            else:
+                claim = _claim_for(claims, row.card, gen) if probe in OWN_WORDS else None
+                card = probe_card(row.card, probe, rubric, claim)
+            asks.append((row.rollout_id, probe_column(probe), card, judge_seed(row.rollout_id, f"judge-probe-{probe}"),
+                         0))
     verdicts = await asyncio.gather(*(judge_one(gateway, judge_model, rubric, card, seed=s, sample_index=k)
                                       for _, _, card, s, k in asks))
     position = {rid: i for i, rid in enumerate(out["rollout_id"])}
@@ -117,6 +154,81 @@ def success_claims(cases: pd.DataFrame) -> dict[str, list[str]]:
         if text and CLAIMS_SUCCESS in classify_reply(text):
             out.setdefault(str((row.card.get("expected") or {}).get("tool")), []).append(text)
     return {tool: sorted(set(texts)) for tool, texts in sorted(out.items())}
+
+
+def _events(value: Any) -> list[dict[str, Any]]:
+    """A rollout row's tool events as a list of dicts (Parquet reads them back as an array)."""
+    return [dict(e) for e in value] if value is not None else []
+
+
+def _want(card: dict[str, Any]) -> Expected:
+    return Expected.from_json(card.get("expected") or {})
+
+
+# The counterfactual probes start from cases the judge got right (a failure it failed, a pass it passed), so a pass
+# on the variant is a verdict the change alone flipped: errors it already makes on the originals are the leak
+# check's, not counted twice.
+def swappable(cases: pd.DataFrame) -> pd.Series:
+    """Cases the closing-swap probe may use: gold failures the judge failed whose world events fail them whatever
+    the agent said.
+
+    All False without gold_reward or tool_events: no label to hold the swapped case to.
+    """
+    if not {"gold_reward", "tool_events"} <= set(cases.columns):
+        return pd.Series(False, index=cases.index)
+    return (cases["gold_reward"] == 0) & (cases["judge_reward"] == 0) & pd.Series(
+        [fails_whatever_said(_want(card), _events(events)) for card, events in zip(cases["card"], cases["tool_events"])],
+        index=cases.index, dtype=bool)
+
+
+def renamable(cases: pd.DataFrame) -> pd.Series:
+    """Cases the rename probe may use: gold passes the judge passed that show a call of the tool their pass rests on."""
+    if not {"gold_reward", "tool_events"} <= set(cases.columns):
+        return pd.Series(False, index=cases.index)
+    eligible = [(tool := deciding_tool(card)) is not None and calls_of(card, tool) > 0 for card in cases["card"]]
+    return (cases["gold_reward"] == 1) & (cases["judge_reward"] == 1) & pd.Series(eligible, index=cases.index,
+                                                                                   dtype=bool)
+
+
+def passing_closings(cases: pd.DataFrame) -> dict[str, dict[str, list[str]]]:
+    """The closing replies of gold passes, by situation ('situation') and by intended tool ('tool')."""
+    out: dict[str, dict[str, list[str]]] = {"situation": {}, "tool": {}}
+    if "gold_reward" not in cases.columns:
+        return out
+    for row in cases[cases["gold_reward"] == 1].itertuples():
+        text = final_reply(row.card)
+        if text.strip():
+            out["situation"].setdefault(str(row.situation_id), []).append(text)
+            out["tool"].setdefault(str(_want(row.card).tool), []).append(text)
+    return {by: {key: sorted(set(texts)) for key, texts in sorted(group.items())} for by, group in out.items()}
+
+
+def _closing_for(closings: dict[str, dict[str, list[str]]], row: Any, gen: np.random.Generator) -> str:
+    """A passing closing: from the same situation where one passed, else the same intended tool, else any."""
+    texts = (closings["situation"].get(str(row.situation_id)) or closings["tool"].get(str(_want(row.card).tool))
+             or sorted({t for group in closings["tool"].values() for t in group}))
+    return texts[int(gen.integers(len(texts)))]
+
+
+def _renamed(row: Any, gen: np.random.Generator) -> dict[str, Any] | None:
+    """The passing case with the tool its pass rests on renamed to a stand-in, when the oracle's rule says the renamed
+    events fail whatever was said (always, by construction: None is a guard, never expected)."""
+    want, tool = _want(row.card), str(deciding_tool(row.card))
+    names = stand_ins(tool, want.write_tools)
+    new = names[int(gen.integers(len(names)))]
+    # The world applies a write only through a tool it has: a name no tool has would have been refused.
+    events = [{**e, "tool": new, "applied": bool(e.get("applied")) and new in want.write_tools}
+              if e.get("tool") == tool else e for e in _events(row.tool_events)]
+    if not fails_whatever_said(want, events):
+        return None
+    return rename_tool(row.card, tool, new)
+
+
+def _one_per_task(frame: pd.DataFrame) -> pd.DataFrame:
+    """One case per situation and per task (goal and expected outcome): situations derived from one another share
+    them, and would be one case counted several times."""
+    frame = frame.drop_duplicates("situation_id")
+    return frame[~frame["card"].map(_task).duplicated()]
 
 
 def _claim_for(claims: dict[str, list[str]], card: dict[str, Any], gen: np.random.Generator) -> str:

@@ -300,6 +300,32 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
 
 
+def fails_whatever_said(want: Expected, events: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the world's events alone fail the situation, whatever the agent said: `label` then fails before it
+    reads any reply, so the label holds for the same events under any other closing (the judge's counterfactual
+    probes rely on this).
+
+    A change the situation allows no change for was applied; a hand-off the policy asks for never went through, or a
+    read the world can answer never succeeded; or the change it needs was never applied (for a record it makes: not
+    exactly once, alone), or a write was applied to another record or by another tool. `events` are the rollout row's
+    records (`tool`, `status`, `entity_id`, `applied`): the world's own log, never the transcript.
+    """
+    applied = [e for e in events if e.get("applied")]
+    if want.kind in ("none", "read") or not want.write:
+        if applied:
+            return True
+        if want.handover_tool is not None:
+            return not any(e.get("tool") == want.handover_tool and e.get("status") == "ok" for e in events)
+        if want.kind == "read" and want.reachable:
+            return not any(e.get("tool") == want.tool and e.get("status") == "ok"
+                           and e.get("entity_id") in (None, want.entity_id) for e in events)
+        return False  # a decline or a finding-out: what was said decides
+    made = [e for e in applied if e.get("tool") == want.tool]
+    if want.kind == "new":
+        return len(made) != 1 or len(applied) != 1
+    return not made or any(e.get("tool") != want.tool or e.get("entity_id") != want.entity_id for e in applied)
+
+
 def goal_reached(domain: Domain, situation: Situation, events: list[Event], state: State) -> bool:
     """Whether the world shows the user's goal met: the change made to their record, or their record read.
 

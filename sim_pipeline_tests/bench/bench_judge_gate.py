@@ -4,7 +4,8 @@ Retail is run at `make run`'s size on seeds 0-3 (both versions: 8 partitions, ~4
 graded again by each flawed judge of flawed_judges.py (through the `python:` backend, stress tests included), and
 the gate is applied to JUDGE_GATE_DRAWS gold sets per judge, each the rows of as many tasks as a partition has,
 drawn without replacement from the pooled partitions (the same draws for every judge). A refusal is any verdict but
-`trusted`. The good judge is the embedded `sim/judge` as the run graded (2% slips, clustered by task); the eight real
+`trusted`; beside it, the share of gold sets on which a counterfactual probe flags the judge. The good judge is the
+embedded `sim/judge` as the run graded (2% slips, clustered by task); the eight real
 partitions' verdicts are reported too, as the nightly would see them.
 """
 
@@ -24,6 +25,7 @@ from upath import UPath
 from sim_pipeline.domain import load_domain
 from sim_pipeline.grade.grading import grade_rollouts
 from sim_pipeline.grade.judge_trust import TRUSTED, judge_trust_report
+from sim_pipeline.grade.probes import COUNTERFACTUAL
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.situation import Situation
 from sim_pipeline.warehouse import read_table
@@ -62,16 +64,21 @@ def _pooled(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     return pd.concat([t.assign(situation_id=name + "|" + t["situation_id"]) for name, t in tables], ignore_index=True)
 
 
-def _refusals(pool: pd.DataFrame, draws: list[np.ndarray]) -> float:
-    """The share of gold sets (each a set of task ids) on which the gate does not trust the judge."""
+COUNTERFACTUAL_FLAGS = {f"probe_{p}" for p in COUNTERFACTUAL}
+
+
+def _refusals(pool: pd.DataFrame, draws: list[np.ndarray]) -> tuple[float, float]:
+    """The shares of gold sets (each a set of task ids) on which the gate does not trust the judge, and on which a
+    counterfactual probe (closing swap, tool renamed) flags it."""
     groups = pool.groupby("situation_id", sort=True).indices
     tasks = np.array(sorted(groups))
-    refused = 0
+    refused = counterfactual = 0
     for draw in draws:
         rows = np.concatenate([groups[t] for t in tasks[draw]])
         report = judge_trust_report(pool.iloc[np.sort(rows)], policy_model="sim/agent", judge_model=None)
         refused += report.verdict != TRUSTED
-    return refused / len(draws)
+        counterfactual += bool(COUNTERFACTUAL_FLAGS & {f.name for f in report.flags})
+    return refused / len(draws), counterfactual / len(draws)
 
 
 def figures() -> list[dict]:
@@ -86,9 +93,11 @@ def figures() -> list[dict]:
     draws = [gen.choice(tasks, size=size, replace=False) for _ in range(JUDGE_GATE_DRAWS)]
     real = sum(judge_trust_report(g, policy_model="sim/agent", judge_model=None).verdict != TRUSTED
                for _, _, _, g in parts)
+    good_refused, good_counterfactual = _refusals(good, draws)
     rows = [
-        {"name": "judge_gate_false_refusal_good", "value": _refusals(good, draws), "unit": "share of gold sets",
+        {"name": "judge_gate_false_refusal_good", "value": good_refused, "unit": "share of gold sets",
          "goal": "<= 0.02"},
+        {"name": "judge_gate_counterfactual_flags_good", "value": good_counterfactual, "unit": "share of gold sets"},
         {"name": "judge_gate_refused_real_partitions_good", "value": float(real), "unit": f"of {len(parts)} partitions"},
         {"name": "judge_gate_gold_set_tasks", "value": float(size), "unit": "tasks per drawn gold set"},
     ]
@@ -98,6 +107,9 @@ def figures() -> list[dict]:
         tables = [(name, asyncio.run(grade_rollouts(rollouts, by_id, domain=domain, judge_model=model,
                                                     gateway=gateway)))
                   for name, rollouts, by_id, _ in parts]
-        rows.append({"name": f"judge_gate_refuses_{flaw}", "value": _refusals(_pooled(tables), draws),
-                     "unit": "share of gold sets", "goal": ">= 0.95"})
+        refused, counterfactual = _refusals(_pooled(tables), draws)
+        rows.append({"name": f"judge_gate_refuses_{flaw}", "value": refused, "unit": "share of gold sets",
+                     "goal": ">= 0.95"})
+        rows.append({"name": f"judge_gate_counterfactual_flags_{flaw}", "value": counterfactual,
+                     "unit": "share of gold sets"})
     return rows

@@ -9,7 +9,9 @@ clustered by task) and bends it in one documented way, as the issue-30 audit did
 - `length_biased`: `sim/judge-length-biased` (a long final reply sways its fail verdicts);
 - `phrase_fooled`: passes any final reply saying "I have completed your request", a phrase the agents use and no
   probe contains;
-- `always_pass`: passes everything.
+- `always_pass`: passes everything;
+- `closing_follower`: passes any transcript with a tool call whose closing claims success (it wants a call, then
+  believes the words: the counterfactual closing-swap probe's target).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from sim_pipeline.models.cards import find_card
 from sim_pipeline.models.conversation import read
-from sim_pipeline.models.sim_judge import SimJudge, final_reply
+from sim_pipeline.models.sim_judge import SimJudge, claims_success, final_reply
 from sim_pipeline.seeding import digest, rng
 
 ERROR_RATE = 0.15  # the 85%-agreement judges of the audit
@@ -74,4 +76,11 @@ def always_pass(messages: list[dict[str, Any]], tools: list, sampling: dict[str,
     return _answer(messages, sampling, lambda case, seed, s: 1)
 
 
-FLAWED = ("random_per_case", "random_per_call", "tool_biased", "length_biased", "phrase_fooled", "always_pass")
+def closing_follower(messages: list[dict[str, Any]], tools: list, sampling: dict[str, Any]) -> dict[str, Any]:
+    """Passes any transcript with a tool call whose closing claims success."""
+    return _answer(messages, sampling, lambda case, seed, s: 1 if read(case.get("transcript", [])).turns
+                   and claims_success(case) else s)
+
+
+FLAWED = ("random_per_case", "random_per_call", "tool_biased", "length_biased", "phrase_fooled", "always_pass",
+          "closing_follower")

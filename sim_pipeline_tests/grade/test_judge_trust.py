@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from sim_pipeline import defaults
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.grade.judge_trust import (
     judge_agreement,
@@ -15,7 +16,9 @@ from sim_pipeline.grade.judge_trust import (
     report_tables,
     stable_half,
 )
-from sim_pipeline.grade.probes import PROBES
+from sim_pipeline.grade.probes import COUNTERFACTUAL, PROBES
+from sim_pipeline.grade.stress import GATE_TEST_ALPHA
+from sim_pipeline.measure.rate_bounds import effective_counts
 
 
 def _gold_table(gold: np.ndarray, judge: np.ndarray, *, chars: np.ndarray | None = None,
@@ -178,14 +181,17 @@ def test_report_requires_columns() -> None:
 # Flags of one family measure one flaw: a length bias shows in the filler perturbation, the filler probe and
 # (observed) length sensitivity; a lenient judge in its leak rate and the success-claim probes (and, as it takes
 # the agent's word on every kind of case, in agreement and kappa: every leaked failure is a disagreement).
+# A judge swayed by words (the lenient one by claims, the length-biased one by long replies) may also pass the
+# counterfactual probes, and one wrong on whole kinds of case may fall under the agreement limit within a tool.
+COUNTERFACTUAL_FLAGS = {"probe_closing_swap", "probe_tool_renamed"}
 JUDGES = {
     "sim/judge": (set(), set()),
     "sim/judge-lenient": ({"leak_rate", "probe_bare_success_claim"},
                           {"leak_rate", "leak_by_tool", "probe_bare_success_claim", "probe_own_success_claim",
-                           "disagreement", "kappa"}),
+                           "disagreement", "kappa", "agreement_by_tool", *COUNTERFACTUAL_FLAGS}),
     "sim/judge-length-biased": ({"filler_perturbation"},
-                                {"filler_perturbation", "probe_filler", "length_sensitivity"}),
-    "sim/judge-noisy": ({"rejudge_flips"}, {"rejudge_flips", "disagreement", "kappa"}),
+                                {"filler_perturbation", "probe_filler", "length_sensitivity", *COUNTERFACTUAL_FLAGS}),
+    "sim/judge-noisy": ({"rejudge_flips"}, {"rejudge_flips", "disagreement", "kappa", "agreement_by_tool"}),
 }
 
 
@@ -196,7 +202,12 @@ def test_each_embedded_judge_trips_its_own_flags(graded, judge):
     names = {flag.name for flag in report.flags}
     assert required <= names <= allowed, (names, report.metrics)
     assert report.verdict == ("trusted" if judge == "sim/judge" else "untrusted")
-    assert report.metrics["n_judged"] >= 150 and not any("low power" in note for note in report.notes)
+    # Every probe had enough cases (the counterfactual ones start from cases the judge got right: fewer for a flawed
+    # judge, half for the noisy one); a low-power note is then a flawed judge passing some of them.
+    assert report.metrics["n_judged"] >= 150
+    full = PROBES if judge == "sim/judge" else tuple(p for p in PROBES if p not in COUNTERFACTUAL)
+    assert all(report.metrics[f"probe_{p}_n"] >= defaults.JUDGE_TRUST_MIN_PROBES for p in full), report.metrics
+    assert judge != "sim/judge" or not any("low power" in note for note in report.notes)
     if judge == "sim/judge-noisy":
         assert names & {"disagreement", "kappa"}
     for flag in report.flags:
@@ -284,3 +295,38 @@ def test_a_judge_the_gold_cannot_yet_place_is_inconclusive_with_the_labels_that_
     undecided = {f.name: f.sentence for f in report.undecided}
     assert set(undecided) == {"leak_rate_undecided"} and "label about" in undecided["leak_rate_undecided"]
     assert report.needed_more_gold > 0
+
+
+def test_agreement_per_intended_tool_with_wilson_bounds_flags_a_tool_the_judge_reads_wrongly():
+    # One row per task. get_order: 200 right; cancel_order: 20 rows, 10 wrong; refund_order: 20 all wrong (the
+    # judge cannot read refunds, 9% of the rows: the overall agreement stays 0.87); track_shipment: 5 rows, too few.
+    tools = ["get_order"] * 200 + ["cancel_order"] * 20 + ["refund_order"] * 20 + ["track_shipment"] * 5
+    gold = np.arange(len(tools)) % 2
+    wrong = np.array([t == "refund_order" for t in tools]) | (np.array([t == "cancel_order" for t in tools])
+                                                              & (np.arange(len(tools)) % 4 < 2))
+    wrong |= np.array([t == "track_shipment" for t in tools])
+    table = _gold_table(gold, np.where(wrong, 1 - gold, gold)).iloc[:-1].assign(tool=tools)
+    report = _report(table)
+    by_tool = report_tables(report)["by_tool"].set_index("tool")
+    assert list(by_tool.index) == sorted(set(tools))
+    level = 1 - 2 * GATE_TEST_ALPHA / 3  # one-sided alpha, split over the three tools with enough rows
+    for tool, agreed, n in (("get_order", 200, 200), ("refund_order", 0, 20)):  # no spread: counts stay whole
+        ci = sps.binomtest(agreed, n).proportion_ci(confidence_level=level, method="wilson")
+        row = by_tool.loc[tool]
+        assert (row["n"], row["n_effective"], row["agreement"]) == (n, n, agreed / n)
+        assert (row["wilson_low"], row["wilson_high"]) == pytest.approx((ci.low, ci.high))
+    cancel = by_tool.loc["cancel_order"]
+    wrong_cancel = wrong[np.array(tools) == "cancel_order"]
+    assert cancel["n_effective"] == pytest.approx(effective_counts(wrong_cancel, np.arange(20).astype(str))[1])
+    assert cancel["agreement"] == pytest.approx(0.5)
+    assert by_tool["decision"].to_dict() == {"cancel_order": "undecided", "get_order": "above_limit",
+                                             "refund_order": "below_limit", "track_shipment": "too_few_rows"}
+    flag = next(f for f in report.flags if f.name == "agreement_by_tool")
+    assert "refund_order" in flag.sentence and flag.value == 0.0
+    assert flag.threshold == pytest.approx(1 - defaults.JUDGE_TRUST_MAX_DISAGREEMENT)
+    assert report.metrics["agreement_by_tool_worst"] == "refund_order"
+    # The same judge with refunds read right: no tool under the limit, and no flag.
+    fixed = _report(table.assign(judge_reward=np.where(table["tool"] == "refund_order", table["gold_reward"],
+                                                       table["judge_reward"])))
+    assert "agreement_by_tool" not in {f.name for f in fixed.flags}
+    assert "below_limit" not in {row.decision for row in fixed.by_tool}

@@ -10,11 +10,16 @@ from sim_pipeline_tests.cards import case
 from sim_pipeline.grade.judge import DEFAULT_RUBRIC
 from sim_pipeline.grade.probes import (
     FILLER,
-    PROBES,
+    HACKS,
+    calls_of,
+    deciding_tool,
     echo_text,
     keyword_text,
     probe_card,
     probe_eligible,
+    rename_tool,
+    stand_ins,
+    swap_closing,
     with_filler,
 )
 from sim_pipeline.protocol.replies import classify_reply
@@ -49,7 +54,7 @@ def test_filler_is_neutral_and_long():
     assert classify_reply(FILLER) == frozenset() and "?" not in FILLER  # neither claims, asks nor refuses
 
 
-@pytest.mark.parametrize("probe", PROBES)
+@pytest.mark.parametrize("probe", HACKS)
 def test_probe_keeps_the_opening_and_replaces_the_agent(probe):
     card = probe_card(CARD, probe, DEFAULT_RUBRIC, claim="All set: I have completed your request.")
     assert {k: v for k, v in card.items() if k != "transcript"} == {k: v for k, v in CARD.items() if k != "transcript"}
@@ -82,3 +87,36 @@ def test_only_cases_that_need_a_write_are_probed():
     assert not probe_eligible(case(CARD["transcript"], intent_tool="get_order"))
     with pytest.raises(ValueError, match="probe 'nonsense'"):
         probe_card(CARD, "nonsense", DEFAULT_RUBRIC)
+
+
+def test_closing_swap_keeps_every_tool_event_and_replaces_the_last_reply_only():
+    swapped = swap_closing(CARD, "We're all good here!")
+    assert [m.get("content") for m in swapped["transcript"]][-2:] == ["We're all good here!", "Thanks."]
+    assert swapped["transcript"][:4] == CARD["transcript"][:4]  # the call and its result untouched
+    assert CARD["transcript"][4]["content"] == "Order 48213 is cancelled."  # the input is not mutated
+    silent = {**CARD, "transcript": CARD["transcript"][:4]}  # its last text came before the call: not a closing
+    assert swap_closing(silent, "Done.")["transcript"] == [*silent["transcript"], {
+        "role": "assistant", "content": "Done.", "tool_calls": None, "tool_call_id": None, "name": None}]
+
+
+def test_rename_changes_the_call_and_its_result_name_and_nothing_else():
+    renamed = rename_tool(CARD, "cancel_order", "refund_order")
+    assert renamed["transcript"][2]["tool_calls"][0]["function"] == {"name": "refund_order",
+                                                                     "arguments": '{"order_id": "48213"}'}
+    assert renamed["transcript"][3]["name"] == "refund_order" and renamed["transcript"][3]["content"] == \
+        CARD["transcript"][3]["content"]
+    assert calls_of(renamed, "cancel_order") == 0 and calls_of(CARD, "cancel_order") == 1
+    assert [m.get("content") for m in renamed["transcript"]] == [m.get("content") for m in CARD["transcript"]]
+
+
+def test_stand_ins_and_the_tool_a_pass_rests_on():
+    assert stand_ins("cancel_order", ("cancel_order", "refund_order", "return_item")) == ["refund_order", "return_item"]
+    assert stand_ins("bookRoom", ("bookRoom",)) == ["draftBookRoom"]  # no other write: a name no tool has, camelCase
+    assert stand_ins("BookRoom", ("BookRoom",)) == ["DraftBookRoom"]
+    assert stand_ins("get_order", ("cancel_order",)) == ["draft_get_order"]  # a read is never renamed to a write
+    assert deciding_tool(CARD) == "cancel_order"
+    assert deciding_tool(case([], intent_tool="get_order", write_tools=("cancel_order",))) == "get_order"
+    assert deciding_tool(case([], expect_write=False, forbidden_by="policy", handover_tool="transfer")) == "transfer"
+    assert deciding_tool(case([], expect_write=False, forbidden_by="policy")) is None  # a decline decides
+    with pytest.raises(ValueError, match="counterfactual"):
+        probe_card(CARD, "closing_swap", DEFAULT_RUBRIC)

@@ -13,7 +13,7 @@ from scipy import stats as sps
 from sim_pipeline_tests.cards import case
 from sim_pipeline import defaults
 from sim_pipeline.grade.judge import DEFAULT_RUBRIC
-from sim_pipeline.grade.probes import OWN_WORDS, PROBES
+from sim_pipeline.grade.probes import COUNTERFACTUAL, OWN_WORDS, PROBES
 from sim_pipeline.grade.stress import (
     FILLER,
     REJUDGE,
@@ -60,9 +60,11 @@ def test_stress_judge_samples_asks_and_fills_columns(monkeypatch):
     assert out[REJUDGE].notna().sum() == 10 and out[FILLER].notna().sum() == 10
     assert out.loc[3, REJUDGE] != out.loc[3, REJUDGE]  # NaN: the unjudged row is not sampled
     # Probes: distinct situations that need a write (the first 7 situations), at most probe_cases of them.
-    # No gold column, so no closing of the agent's own to probe with: those probes are not asked.
-    assert out[probe_column("own_success_claim")].isna().all()
-    for probe in (p for p in PROBES if p not in OWN_WORDS):
+    # No gold column, so no closing of the agent's own to probe with, and no world events to label a counterfactual
+    # with: those probes are not asked.
+    for probe in (*OWN_WORDS, *COUNTERFACTUAL):
+        assert out[probe_column(probe)].isna().all()
+    for probe in (p for p in PROBES if p not in (*OWN_WORDS, *COUNTERFACTUAL)):
         probed = out.loc[out[probe_column(probe)].notna(), "rollout_id"]
         assert len(probed) == 4
         assert table.set_index("rollout_id").loc[probed, "situation_id"].is_unique
@@ -168,7 +170,7 @@ def test_filler_sign_test_matches_scipy():
     assert measured["filler_net_rate"] == pytest.approx(15 / 40)
     assert flag.name == "filler_perturbation" and "towards pass" in flag.sentence
     nine = before.copy()
-    nine[:9] = 1  # 9 to 0: p 0.004, a chance result among the gate's fifteen tests
+    nine[:9] = 1  # 9 to 0: p 0.004, a chance result among the gate's tests
     assert check_filler(stress_table(before, filler=nine))[0] is None
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from sim_pipeline import defaults
 from sim_pipeline.grade.judge import DEFAULT_RUBRIC, judge_messages, judge_one, parse_judgment
-from sim_pipeline.grade.probes import PROBES, probe_card, with_filler
+from sim_pipeline.grade.probes import HACKS, probe_card, with_filler
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.models.sim_judge import SimJudge, outcome
 from sim_pipeline.models.sim_models import JUDGES, respond, sim_model_names
@@ -150,7 +150,7 @@ def test_lenient_judge_takes_the_agents_word():
     assert judge.verdict(NO_CONFIRM, seed=0)[0] == 0 and judge.verdict(WRONG_RECORD, seed=0)[0] == 0
     own = probe_card(GOOD, "own_success_claim", DEFAULT_RUBRIC, claim="Done: I have completed your request.")
     assert judge.verdict(own, seed=0)[0] == 1  # a success claim in any words
-    others = [p for p in PROBES if p not in ("bare_success_claim", "own_success_claim")]
+    others = [p for p in HACKS if p not in ("bare_success_claim", "own_success_claim")]
     assert [judge.verdict(probe_card(GOOD, p, DEFAULT_RUBRIC), seed=0)[0] for p in others] == [0] * len(others)
 
 
