@@ -169,8 +169,11 @@ def _why_not(row: Mapping[str, Any], alpha: float, tests: int) -> str:
                 f"(Holm p over {tests} metrics must be under {alpha})")
     detectable = row.get("detectable")
     if _finite(detectable) and _finite(delta) and abs(delta) < detectable:
-        needed = f"; about {math.ceil(n * (detectable / abs(delta)) ** 2)} tasks would detect a change this size" \
-            if delta and _finite(n) else ""
+        # Tasks scale with the inverse square of the change; a change near zero would need more than anyone runs.
+        ratio = detectable / abs(delta) if delta else math.inf
+        needed = "" if not _finite(n) or not delta else (
+            f"; about {math.ceil(n * ratio ** 2)} tasks would detect a change this size" if ratio < 1e3 else
+            "; no practical number of tasks would detect a change this size")
         return (f"{figures}: power (this run detects about {detectable:.2f} with {DELTA_POWER:.0%} power; the "
                 f"change is smaller{needed})")
     return f"{figures}: width (the interval spans 0); add held-out tasks"
