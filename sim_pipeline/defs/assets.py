@@ -125,7 +125,11 @@ def delta_for(version: PolicyVersion, grades: pd.DataFrame, baseline: pd.DataFra
     return report, {**ship_metadata(decision, report), "baseline": version.baseline, "seeds": dg.MetadataValue.json(used),
                     "delta_chart": dg.MetadataValue.md(delta_chart(report)),
                     "delta": table_metadata(report[list(DELTA_UI_COLUMNS)]), "delta_reasons": dg.MetadataValue.md(reasons),
-                    **delta_extras(baseline, grades, version, report)}
+                    **delta_extras(baseline, grades, version, report),
+                    # The report viewer: the same decision with charts and every transcript, in one file.
+                    "view": dg.MetadataValue.md(f"Transcripts and charts: `sim-pipeline view --domain {version.domain} "
+                                                f"--seeds {','.join(used) or '0'} --out report.html`, then open "
+                                                "report.html")}
 
 
 def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -> dict[str, object]:
