@@ -130,6 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  stopped=stopped_lines(ran, seed, versions))
             print()
             print(summary)
+            if any(o.interrupted for o in ran):
+                break  # interrupted: no later seed runs either
     failed = [o.label for o in outcomes if not o.success]
     if failed:
         print(f"\n{len(failed)} run(s) did not fully succeed: {failed}")

@@ -22,13 +22,15 @@ from upath import UPath
 from sim_pipeline import cover, lineage, warehouse
 from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.cut.cuts import CUTS
-from sim_pipeline.defaults import GRPO_MIN_GROUP
+from sim_pipeline.defaults import GRPO_MIN_GROUP, SEEDS
 from sim_pipeline.domain import load_domain
+from sim_pipeline.errors import WarehouseError
 from sim_pipeline.grade.judge_trust import TRUST_FLAGS_COLUMN, TRUST_VERDICT_COLUMN, recorded_trust
 from sim_pipeline.lineage import FileLineage
-from sim_pipeline.measure.passat import NOOP_FLOOR
 from sim_pipeline.measure.delta import GUARDED_REASON
+from sim_pipeline.measure.passat import NOOP_FLOOR
 from sim_pipeline.measure.ship import ShipDecision, TrustState, ship_decision
+from sim_pipeline.models.provenance import spans
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.rollout.health import Health, rollout_health
 from sim_pipeline.rollout.world_fit import domain_fit, fit_problems, fit_sentence
@@ -314,6 +316,44 @@ def ship_lines(decisions: list[ShipDecision]) -> list[str]:
         "judges trusted; DO NOT SHIP: it or a must_not_regress metric significantly worse)"]
 
 
+def agent_configs(base: str, domain: str, slug: str) -> str | None:
+    """The agent configs a version's graded rows (every seed) span when they are two or more, else None: a
+    registry entry changed under one name between runs, and the delta refuses to pool them."""
+    paths = [p for seed in SEEDS if (p := warehouse.partition_path(base, domain, "grades", policy_version=slug,
+                                                                  seed=seed)).exists()]
+    frames = []
+    for path in paths:
+        try:
+            frame = warehouse.read_table(path)
+        except WarehouseError:  # a damaged partition: its own line says so, this one only reads what it can
+            continue
+        if "backends" in frame.columns and len(frame):
+            frames.append(frame)
+    return spans(pd.concat(frames, ignore_index=True)) if frames else None
+
+
+def missing_for_delta(base: str, domain: str, seed: str, slugs: tuple[str | None, str],
+                      stopped: Mapping[str, Sequence[str]]) -> str:
+    """What the delta lacked, naming each side's partition: no grades for the seed, and how far its run got."""
+    steps = ("rollouts", "search")  # what a policy run writes before its grades, latest first
+    said = []
+    for slug in slugs:
+        if slug in stopped:
+            said.append(f"{slug}'s run for seed {seed} stopped before its rollouts (see above)")
+        elif slug is not None and not _read_exists(base, domain, "grades", slug, seed):
+            reached = next((step for step in steps if _read_exists(base, domain, step, slug, seed)), None)
+            said.append(f"{slug} has no grades for seed {seed} (" + (f"its policy run stopped at {reached})"
+                                                                     if reached else "it has no rollouts either)"))
+    if said:
+        return "; ".join(said)
+    return (f"both versions have grades for seed {seed}, but no delta was written (its run did not succeed: "
+            f"sim-pipeline run --domain {domain} --seed {seed} writes it)")
+
+
+def _read_exists(base: str, domain: str, asset: str, slug: str, seed: str) -> bool:
+    return warehouse.partition_path(base, domain, asset, policy_version=slug, seed=seed).exists()
+
+
 def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, seconds: float | None = None,
            made_by: Mapping[str, str] | None = None, stopped: Mapping[str, Sequence[str]] | None = None,
            found: dict[str, FileLineage] | None = None) -> str:
@@ -382,7 +422,9 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
                   f"  {'':<13} world fit: {fit}",
                   f"  {'':<13} judge trust: {s.judge_verdict}{mark('grades', version=v.slug)}"
                   + "".join(f"\n  {'':<15}- {f}" for f in s.judge_flags),
-                  f"  {'':<13} cuts: {cuts}"]
+                  f"  {'':<13} cuts: {cuts}",
+                  *[f"  {'':<13} configs: its rows span two agent configs, {m} (no delta pairs them)"
+                    for m in [agent_configs(base, domain, v.slug)] if m]]
     lines += fit_table([summaries[v.slug] for v in versions if not summaries[v.slug].withheld],
                        frozenset(slug for slug, m in fit_marks.items() if m))
     for v in versions:
@@ -401,10 +443,8 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
             continue
         delta = _read(base, domain, "delta", policy_version=v.slug)
         if delta is None or not len(delta):
-            idle = [slug for slug in (v.baseline, v.slug) if slug in stopped or slug in summaries and
-                    summaries[slug].holds_nothing]
-            lines.append(f"  delta {v.slug} vs {v.baseline}: not computed ("
-                         + (f"{', '.join(idle)} did not run: see above)" if idle else "baseline grades missing?)"))
+            lines.append(f"  delta {v.slug} vs {v.baseline}: not computed: "
+                         + missing_for_delta(base, domain, seed, (v.baseline, v.slug), stopped))
             continue
         lines.append(f"  delta {v.slug} vs {v.baseline} on held-out tasks (paired bootstrap 95% CI, sign-flip p, "
                      "Holm-adjusted over the rows):" + by(f"delta|{v.slug}") + mark("delta", version=v.slug))

@@ -17,7 +17,7 @@ from sim_pipeline.cut.pool import PROMPT_KEYS, train_pool
 
 GRPO_COLUMNS = [
     "group_id", "situation_id", "seed", "policy_version", "phrasing_index", "rollout_id", "prompt", "completion", "reward",
-    "group_pass_rate", "group_size", "tool_condition", "judge_version", "sampling",
+    "group_pass_rate", "group_size", "tool_condition", "judge_version", "sampling", "backends",
 ]
 # Samples form one group only when they saw the same prompt text and were graded by the same judge.
 _GROUP_KEYS = PROMPT_KEYS + ["prompt_key", "judge_version"]

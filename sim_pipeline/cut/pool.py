@@ -17,6 +17,7 @@ import pandas as pd
 from sim_pipeline import defaults
 from sim_pipeline.cut.decontaminate import decontaminate
 from sim_pipeline.errors import CutError
+from sim_pipeline.models.provenance import records
 
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -125,8 +126,10 @@ def train_pool(
     )
     group_sizes = train.groupby(PROMPT_KEYS).size()
 
-    grade_columns = list(GRADE_COLUMNS) + [c for c in ("conduct_rule",) if c in grades.columns]
+    grade_columns = list(GRADE_COLUMNS) + [c for c in ("conduct_rule", "backends") if c in grades.columns]
     graded = grades.loc[graded_mask(grades), grade_columns]
+    if "backends" in graded.columns:  # the grade's records name the judge too: they replace the rollout's
+        train = train.drop(columns=["backends"], errors="ignore")
     joined = train.merge(graded, on="rollout_id", how="inner", validate="one_to_one")
     ungraded = len(train) - len(joined)
     excluded = joined["status"].isin(defaults.CUT_EXCLUDED_STATUSES).to_numpy(dtype=bool)
@@ -145,6 +148,8 @@ def train_pool(
     joined["n_turns"] = [sum(m["role"] == "assistant" for m in c) for c in completions]
     joined["assistant_chars"] = [assistant_chars(c) for c in completions]
     joined["sampling"] = pd.Series([_plain(s) for s in joined["sampling"]], index=joined.index, dtype=object)
+    if "backends" in joined.columns:
+        joined["backends"] = pd.Series([records(b) for b in joined["backends"]], index=joined.index, dtype=object)
     # A completion without any assistant turn (the agent never answered) teaches nothing.
     rows = joined.loc[replied].sort_values(PROMPT_KEYS + ["rollout_id"]).reset_index(drop=True)
     removed = {

@@ -19,7 +19,7 @@ from sim_pipeline.errors import CutError
 PAIR_COLUMNS = [
     "situation_id", "seed", "policy_version", "phrasing_index", "chosen_rollout_id", "rejected_rollout_id",
     "prompt", "chosen", "rejected", "chosen_reward", "rejected_reward", "margin", "length_delta",
-    "judge_version", "sampling",
+    "judge_version", "sampling", "backends",
 ]
 # Rows are compared only when they saw the same prompt text and were graded by the same judge.
 _PAIR_KEYS = PROMPT_KEYS + ["prompt_key", "judge_version"]
@@ -56,8 +56,10 @@ def attach_messages(pairs: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
         ("chosen", "completion", chosen_ids),
         ("rejected", "completion", rejected_ids),
         ("sampling", "sampling", chosen_ids),  # the chosen side's settings; both share all but the seed
+        ("backends", "backends", chosen_ids),  # the chosen side's backends (one partition: one config each)
     ):
-        pairs[column] = pd.Series(by_id.loc[ids, source].to_list(), index=pairs.index, dtype=object)
+        if source in by_id.columns:  # a pool from tables without provenance has no backends
+            pairs[column] = pd.Series(by_id.loc[ids, source].to_list(), index=pairs.index, dtype=object)
     return pairs
 
 

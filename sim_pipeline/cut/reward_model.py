@@ -17,11 +17,11 @@ from sim_pipeline.cut.preference import attach_messages, candidate_pairs
 
 POINTWISE_COLUMNS = [
     "situation_id", "seed", "policy_version", "phrasing_index", "rollout_id", "prompt", "completion",
-    "reward", "conduct_rule", "judge_version", "sampling",
+    "reward", "conduct_rule", "judge_version", "sampling", "backends",
 ]
 PAIRWISE_COLUMNS = [
     "situation_id", "seed", "policy_version", "phrasing_index", "chosen_rollout_id", "rejected_rollout_id",
-    "prompt", "chosen", "rejected", "chosen_reward", "rejected_reward", "margin", "judge_version",
+    "prompt", "chosen", "rejected", "chosen_reward", "rejected_reward", "margin", "judge_version", "backends",
 ]
 
 

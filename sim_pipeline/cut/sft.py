@@ -19,7 +19,7 @@ from sim_pipeline.errors import CutError
 
 SFT_COLUMNS = [
     "situation_id", "seed", "policy_version", "rollout_id", "phrasing_index", "behavior_signature",
-    "messages", "tools", "reward", "judge_version", "sampling",
+    "messages", "tools", "reward", "judge_version", "sampling", "backends",
 ]
 _SITUATION_KEYS = ["policy_version", "seed", "situation_id"]
 _BEST_ORDER = ["n_turns", "n_tokens", "rollout_id"]

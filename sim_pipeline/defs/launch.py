@@ -201,6 +201,7 @@ class RunOutcome:
     partition: str = ""  # its partition key as text ('agent-v1|0', '0'), "" for an unpartitioned run
     failure: str = ""  # why it stopped, one line: the first failed step and its root error ("" when no step failed)
     not_run: tuple[str, ...] = ()  # the assets it planned and did not materialize, in pipeline order
+    interrupted: bool = False  # stopped by Ctrl-C (or a terminate): the command launches nothing after it
 
 
 def made_by(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion],
@@ -255,9 +256,11 @@ def _runner(instance: dg.DagsterInstance, jobs: dg.Definitions, outcomes: list[R
                       HOST_TAG: socket.gethostname()})
         failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         causes = []
+        interrupted = result.dagster_run.status == dg.DagsterRunStatus.CANCELED
         for event in result.all_events:
             if event.event_type_value == "STEP_FAILURE" and event.event_specific_data is not None:
                 error = event.event_specific_data.error
+                interrupted |= _interrupt(event.event_specific_data)
                 while error.cause is not None:  # the engine's own message, not Dagster's "error in op" wrapper
                     error = error.cause
                 causes.append(redact(f"{event.step_key} failed: {' '.join(error.message.split())}"))
@@ -267,12 +270,26 @@ def _runner(instance: dg.DagsterInstance, jobs: dg.Definitions, outcomes: list[R
         made = {e.asset_key for e in result.get_asset_materialization_events()}
         outcomes.append(RunOutcome(label, result.success, result.run_id, str(partition or ""),
                                    causes[0] if causes else "",
-                                   tuple(sorted({key.path[-1] for key in planned if key not in made}, key=_step_order))))
+                                   tuple(sorted({key.path[-1] for key in planned if key not in made}, key=_step_order)),
+                                   interrupted))
+        if interrupted:
+            log(f"    {label}: interrupted; this command launches no further step")
         if not result.success and not failed:
             log(f"    {label}: a blocking check failed; steps after it were skipped (see the summary)")
         return result.success
 
     return run
+
+
+def _interrupt(failure: Any) -> bool:
+    """Whether a step failed because the process was interrupted (Ctrl-C, a terminate), not because of its work."""
+    error = getattr(failure, "error", None)
+    names = set()
+    while error is not None:
+        names.add(error.cls_name)
+        error = error.cause
+    return str(getattr(failure, "error_source", "")).endswith("INTERRUPT") or bool(
+        names & {"KeyboardInterrupt", "DagsterExecutionInterruptedError"})
 
 
 def materialize_domain(instance: dg.DagsterInstance, domain: str, seed: str, versions: list[PolicyVersion], *,
@@ -301,7 +318,8 @@ def _materialize(instance: dg.DagsterInstance, domain: str, seed: str, versions:
     outcomes: list[RunOutcome] = []
     run = _runner(instance, _jobs(domain, warehouse=warehouse, sizes=sizes, concurrency=concurrency,
                                   registry=registry), outcomes, log, domain, claim)
-    run("axes", axes_job_name(domain), None)
+    if not run("axes", axes_job_name(domain), None) and outcomes[-1].interrupted:
+        return outcomes
     if not run(f"seed {seed}: cover, world, situations", seed_job_name(domain), seed):
         # Rollouts over situations the world cannot solve (or that were never built) would only measure the world.
         log(f"  seed {seed}'s situations are not ready (see situations_solvable in the summary): no rollouts run")
@@ -309,9 +327,22 @@ def _materialize(instance: dg.DagsterInstance, domain: str, seed: str, versions:
     for v in versions:
         run(f"{v.slug}|{seed}: search, rollouts, grades, cuts, scores", policy_job_name(domain),
             partition_key(v.slug, seed))
+        if outcomes[-1].interrupted:  # the person at the terminal asked the command to stop
+            return outcomes
+    ungraded = {o.partition for o in outcomes if not o.success and "grades" in o.not_run}
     for v in versions:
-        if v.baseline:
-            run(f"{v.slug}: delta vs {v.baseline}", delta_job_name(domain), v.slug)
+        if not v.baseline:
+            continue
+        # A policy run that stopped before its grades leaves its delta unlaunched: it would compare old grades, or
+        # none, and its "not computed" line would blame the wrong side.
+        short = [slug for slug in (v.slug, v.baseline) if str(partition_key(slug, seed)) in ungraded]
+        if short:
+            log(f"  {v.slug}: delta vs {v.baseline} not launched: the run of {' and '.join(short)} for seed {seed} "
+                "stopped before its grades")
+            continue
+        run(f"{v.slug}: delta vs {v.baseline}", delta_job_name(domain), v.slug)
+        if outcomes[-1].interrupted:
+            break
     return outcomes
 
 

@@ -16,9 +16,18 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.gold import apply_gold, load_gold, transcript_digest
 from sim_pipeline.grade import conduct
-from sim_pipeline.grade.judge import Judgment, case_card, judge_one, judge_seed, judge_version, rubric_for
+from sim_pipeline.grade.judge import (
+    Judgment,
+    case_card,
+    judge_one,
+    judge_sampling,
+    judge_seed,
+    judge_version,
+    rubric_for,
+)
 from sim_pipeline.grade.stress import STRESS_COLUMNS, stress_judge
 from sim_pipeline.models.gateway import Gateway
+from sim_pipeline.models.provenance import JUDGE, backend_record, records as backend_records
 from sim_pipeline.protocol.expected import Expected
 from sim_pipeline.models.reply_reader import assistant_texts, read_replies
 from sim_pipeline.protocol.replies import REFUSES, classify_reply, read_by
@@ -28,7 +37,7 @@ from sim_pipeline.situation import AXES, Situation
 GRADE_COLUMNS = (
     "rollout_id", "situation_id", "seed", "policy_version", "split", "phrasing_index", "sample_index", *AXES,
     "conduct_rule", "conduct_reward", "conduct_evidence", "judge_reward", "judge_status", "judge_reason",
-    "judge_version", "reward", "graded", "gold_reward", "gold_source", "gold_reason", "reply_chars",
+    "judge_version", "backends", "reward", "graded", "gold_reward", "gold_source", "gold_reason", "reply_chars",
     "marker_argument_grounding", "marker_refusal", "marker_truncated", *STRESS_COLUMNS,
 )
 MARKERS = ("marker_argument_grounding", "marker_refusal", "marker_truncated")
@@ -69,9 +78,14 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     if reply_classifier:
         texts = [t for m, r in zip(messages, records) if not is_error(r["status"]) for t in assistant_texts(m)]
         labels = (await read_replies(gateway, reply_classifier, texts)).labels
+    # Each row's backends: its rollout's (agent, user, writer) and the judge's, with the settings its call sent.
+    backends = [[*backend_records(r.get("backends")),
+                 backend_record(gateway, JUDGE, judge_model, None if is_error(r["status"]) else
+                                judge_sampling(judge_seed(r["rollout_id"])), logprobs=False)] for r in records]
     with read_by(labels):
-        frame = pd.DataFrame([_grade_row(r, m, j, domain, version, situations[r["situation_id"]].want)
-                              for r, m, j in zip(records, messages, judgments)], columns=list(GRADE_COLUMNS))
+        frame = pd.DataFrame([_grade_row(r, m, j, domain, version, situations[r["situation_id"]].want) | {"backends": b}
+                              for r, m, j, b in zip(records, messages, judgments, backends)],
+                             columns=list(GRADE_COLUMNS))
     for column in ("reward", "judge_reward", "conduct_reward", "gold_reward"):
         frame[column] = frame[column].astype(float)
     frame["graded"] = frame["graded"].astype(bool)

@@ -101,12 +101,16 @@ def judge_seed(rollout_id: str, purpose: str = "judge") -> int:
     return stable_int(purpose, rollout_id) % 2**31
 
 
+def judge_sampling(seed: int) -> Sampling:
+    """The judge's settings for one call (its grade rows' provenance records them too)."""
+    return Sampling(defaults.JUDGE_TEMPERATURE, 1.0, defaults.JUDGE_MAX_TOKENS, seed)
+
+
 async def judge_one(gateway: Gateway, model: str, rubric: str, card: dict[str, Any], *, seed: int,
                     sample_index: int = 0) -> Judgment:
     """Ask the judge about one case through the gateway (cached like every call; `sample_index` asks afresh)."""
-    sampling = Sampling(defaults.JUDGE_TEMPERATURE, 1.0, defaults.JUDGE_MAX_TOKENS, seed)
     try:
-        reply = await gateway.complete(model, judge_messages(rubric, card), sampling=sampling,
+        reply = await gateway.complete(model, judge_messages(rubric, card), sampling=judge_sampling(seed),
                                        sample_index=sample_index, logprobs=False)
     except ModelCallError:
         raise  # auth, quota or unknown model: every later call would fail the same way

@@ -10,6 +10,7 @@ from sim_pipeline.defaults import DELTA_MARKER_DIRECTIONS, DELTA_MIN_SHARED_SHAR
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.measure.passat import metric_names, task_counts, task_scores
 from sim_pipeline.measure.verdict import INSUFFICIENT_DATA, NOT_COMPARABLE
+from sim_pipeline.models.provenance import AGENT, spans
 
 DIRECTIONS: dict[str, float] = {"higher_is_better": 1.0, "lower_is_better": -1.0}
 MARKER_PREFIX = "marker_"
@@ -67,9 +68,10 @@ def pair_tasks(
         context=_context(pd.concat([after_rows, before_rows]), shared),
         directions=directions,
         k=k,
-        blocked=_comparability(before_rows, after_rows, len(before_counts), len(after_counts), shared.size,
-                               ungraded=(before_all["situation_id"].nunique() - len(before_counts),
-                                         after_all["situation_id"].nunique() - len(after_counts))),
+        blocked=_one_config((baseline_version, before_all), (candidate_version, after_all))
+        or _comparability(before_rows, after_rows, len(before_counts), len(after_counts), shared.size,
+                          ungraded=(before_all["situation_id"].nunique() - len(before_counts),
+                                    after_all["situation_id"].nunique() - len(after_counts))),
         ungraded_tasks=int(ran.size - shared.size),
     )
 
@@ -136,6 +138,17 @@ def _comparability(
         return NOT_COMPARABLE, (f"{n_shared} shared held-out tasks of {n_before} (baseline) and {n_after} "
                                 f"(candidate); need >= {DELTA_MIN_SHARED_TASKS} and >= "
                                 f"{DELTA_MIN_SHARED_SHARE:.0%} of each: run both on the same seeds.")
+    return None
+
+
+def _one_config(*sides: tuple[str, pd.DataFrame]) -> tuple[str, str] | None:
+    """NOT COMPARABLE when one version's rows were made by two agent configs (a registry entry changed under the
+    same name between runs): its tasks would pool two models' behaviour as one."""
+    for version, rows in sides:
+        mixed = spans(rows, AGENT)
+        if mixed:
+            return NOT_COMPARABLE, (f"{version}'s rows span two agent configs: {mixed}; its models: entry changed "
+                                    f"between runs. Re-run every seed of {version} with one config.")
     return None
 
 

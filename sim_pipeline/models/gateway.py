@@ -113,6 +113,10 @@ def request_params(config: ModelConfig, sampling: Sampling, tools: list[dict[str
     return {k: v for k, v in wanted.items() if k not in dropped}, dropped
 
 
+# What a request carries besides its settings: the conversation's own parts, left out of a row's params_sent.
+_CONVERSATION_PARAMS = ("tools", "tool_choice", "response_format")
+
+
 def _from_cache(entry: dict[str, Any] | None) -> Completion | None:
     """A cached completion, or None when the entry is missing or not a completion this version can read (a miss)."""
     if entry is None:
@@ -178,6 +182,19 @@ class Gateway:
     def config(self, model: str) -> ModelConfig:
         """The config a model name refers to (a registry `models:` entry), or the plain string's defaults."""
         return self.models.get(model) or ModelConfig.plain(model)
+
+    def sent_params(self, model: str, sampling: Sampling, *, tools: list[dict[str, Any]] | None = None,
+                    tool_choice: dict[str, Any] | None = None, logprobs: bool = True,
+                    response_format: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+        """The settings a call with these arguments sends (its conversation, tools and format aside), and the
+        parameters left out because the provider does not take them: what `_call` sends, by the same function."""
+        config = self.config(model)
+        if config.model.startswith(CALLABLE_PREFIX):
+            return sampling.as_dict(), []  # your agent's function gets the sampling settings as they are
+        if config.model.startswith("sim/"):  # in process or through litellm, the embedded models read these two
+            return {"temperature": sampling.temperature, "seed": sampling.seed}, []
+        params, dropped = request_params(config, sampling, tools, tool_choice, logprobs, response_format)
+        return {k: v for k, v in params.items() if k not in _CONVERSATION_PARAMS}, dropped
 
     def breaker(self, config: ModelConfig) -> Breaker:
         """The circuit breaker of a model name (one per gateway, shared by every call to it)."""

@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 from sim_pipeline import defaults
 from sim_pipeline.errors import RegistryError
 from sim_pipeline.redaction import key_shaped, name_secret_variables, secret_variable_in
+from sim_pipeline.seeding import digest
 
 LOGPROBS_MODES = ("auto", "on", "off")  # auto: only where litellm says the provider returns them
 _FIELDS = {"model", "api_base", "api_key_env", "timeout_s", "max_concurrency", "params", "logprobs"}
@@ -66,6 +67,16 @@ class ModelConfig:
     def identity(self) -> dict[str, Any]:
         """What changes an answer (the cache key's part): model, endpoint, parameters, logprobs mode."""
         return {"model": self.model, "api_base": self.api_base, "params": dict(self.params), "logprobs": self.logprobs}
+
+    def sha256(self) -> str:
+        """Hex sha256 of the whole config but its name: what a row's provenance says it was made with.
+
+        The key variable's name is part of it (never its value); the entry's name is not, so renaming an entry
+        changes no hash, while a new model string, endpoint, parameter, timeout or cap does.
+        """
+        return digest({"model": self.model, "api_base": self.api_base, "api_key_env": self.api_key_env,
+                          "timeout_s": self.timeout_s, "max_concurrency": self.max_concurrency,
+                          "params": dict(self.params), "logprobs": self.logprobs})
 
     def host(self) -> str | None:
         """The endpoint's host and port, for the rows' provenance (never a key or a path)."""

@@ -28,6 +28,10 @@ USER_EVENT = pa.struct([("turn", pa.int64()), ("decision", pa.string())])  # pro
 SAMPLING = pa.struct([("temperature", pa.float64()), ("top_p", pa.float64()), ("max_tokens", pa.int64()),
                       ("seed", pa.int64()), ("user_model", pa.string()), ("reply_classifier", pa.string()),
                       ("endpoint", pa.string()), ("dropped_params", pa.list_(pa.string()))])
+# Which backend made the row, per role (models/provenance.py): never a key, only names, the host and a hash.
+BACKEND = pa.struct([("role", pa.string()), ("entry", pa.string()), ("model", pa.string()), ("endpoint", pa.string()),
+                     ("params_sent", pa.string()), ("params_dropped", pa.list_(pa.string())),
+                     ("config_sha256", pa.string())])
 ROLLOUT_SCHEMA = pa.schema([
     ("rollout_id", pa.string()), ("situation_id", pa.string()), ("seed", pa.int64()),
     ("policy_version", pa.string()), ("split", pa.string()), ("arm", pa.string()), ("batch", pa.int64()),
@@ -38,6 +42,7 @@ ROLLOUT_SCHEMA = pa.schema([
     ("logprob", pa.float64()), ("n_tokens", pa.int64()), ("token_logprobs", pa.list_(pa.float64())),
     ("logprob_source", pa.string()), ("tokens", pa.list_(pa.string())), ("turn_token_counts", pa.list_(pa.int64())),
     ("logprob_coverage", pa.float64()), ("model", pa.string()), ("sampling", SAMPLING),
+    ("backends", pa.list_(BACKEND)),
     ("behavior_signature", pa.string()), ("behavior", pa.string()), ("tool_events", pa.list_(TOOL_EVENT)),
     ("user_events", pa.list_(USER_EVENT)),
     ("n_turns", pa.int64()), ("oracle_reward", pa.float64()), ("oracle_reason", pa.string()),

@@ -13,6 +13,7 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.gateway import Completion, Gateway, ProviderError, Sampling
+from sim_pipeline.models.provenance import AGENT, USER, WRITER, backend_record
 from sim_pipeline.models.reply_reader import assistant_texts, read_replies
 from sim_pipeline.protocol.replies import read_by
 from sim_pipeline.protocol.statuses import OK, TURN_CAP, USER_LEFT, is_error
@@ -23,9 +24,12 @@ from sim_pipeline.protocol.user_events import (
     FINISH_USER_SATISFIED,
     LEAVE,
     SATISFIED,
+    USER_ACTION_CHOICE,
+    USER_ACTION_TOOL,
 )
 from sim_pipeline.rollout.episode import Episode
 from sim_pipeline.rollout.signature import behavior_signature, describe
+from sim_pipeline.search.arms import writer_sampling
 from sim_pipeline.seeding import short_id, stable_int
 from sim_pipeline.situation import AXES, Situation
 from sim_pipeline.world.oracle import Verdict
@@ -44,6 +48,7 @@ class Policy:
     user_model: str = defaults.DEFAULT_USER_MODEL
     system_prompt: str = ""  # appended to the domain's prompt
     reply_classifier: str = ""  # a model that reads the agent's replies for the oracle ('': the rules)
+    writer_model: str = defaults.SEARCH_WRITER_MODEL  # the model that writes the search's openings (its record)
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,14 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
                                                 "reply_classifier": policy.reply_classifier,
                                                 "endpoint": gateway.config(policy.model).host(),
                                                 "dropped_params": sorted(dropped)},
+        "backends": [
+            backend_record(gateway, AGENT, policy.model, agent_sampling, tools=domain.tool_schemas),
+            backend_record(gateway, USER, policy.user_model, user_sampling if episode.user_events else None,
+                           tools=[USER_ACTION_TOOL], tool_choice=USER_ACTION_CHOICE),
+            # The writer wrote the first opening of the llm_guided arm's situations: only those rows were sent its words.
+            backend_record(gateway, WRITER, policy.writer_model, writer_sampling(situation.situation_id)
+                           if situation.source == "llm_guided" and spec.phrasing_index == 0 else None),
+        ],
         "behavior_signature": behavior_signature(steps, final_text), "behavior": describe(steps, final_text),
         "tool_events": episode.tool_events(),
         "user_events": episode.user_events,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 
 import pandas as pd
@@ -79,6 +80,7 @@ async def run_probed(situations: list[Situation], policy: Policy, *, domain: Dom
 async def simulate(situations: list[Situation], policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
                    settings: RolloutSettings = RolloutSettings()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Run held-out rollouts and the search; returns (search table, all rollouts, stop reason)."""
+    policy = dataclasses.replace(policy, writer_model=settings.writer_model)  # its rows record the writer's backend
     if settings.max_situations is not None:  # a prefix of the plan: every version of a small run sees the same one
         situations = situations[:settings.max_situations]
     heldout = [s for s in situations if s.split == "heldout"]

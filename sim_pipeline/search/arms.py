@@ -43,6 +43,11 @@ def cell_of(situation: Situation) -> Cell:
     return tuple(situation.cell[a] for a in AXES)
 
 
+def writer_sampling(situation_id: str) -> Sampling:
+    """The writer's settings for the opening of one situation (its rows' provenance records them too)."""
+    return Sampling(1.0, 1.0, 256, stable_int("writer", situation_id) % (2**31 - 1))
+
+
 @dataclass
 class SearchContext:
     """What the arms build situations from."""
@@ -178,9 +183,9 @@ class Arms:
         card = {"request": request, "noun": noun, "facts": shown, "stance": situation.cell["stance"],
                 "history": situation.cell["history"]}
         messages = [{"role": "user", "content": WRITER_PROMPT + render_card("writer", card)}]
-        seed = stable_int("writer", situation.situation_id) % (2**31 - 1)
         try:
-            reply = await self.ctx.gateway.complete(self.ctx.writer_model, messages, sampling=Sampling(1.0, 1.0, 256, seed))
+            reply = await self.ctx.gateway.complete(self.ctx.writer_model, messages,
+                                                    sampling=writer_sampling(situation.situation_id))
         except ProviderError:
             return None
         return (reply.message.get("content") or "").strip() or None

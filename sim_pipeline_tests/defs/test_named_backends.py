@@ -1,9 +1,12 @@
 """A version whose agent is a local endpoint and whose judge is another runs in one materialization (real HTTP)."""
 
+import json
+
 import dagster as dg
 import yaml
 
-from sim_pipeline import warehouse
+from sim_pipeline import defaults, warehouse
+from sim_pipeline.models.provenance import records
 from sim_pipeline.defs.resources import RegistryResource
 from sim_pipeline.protocol.statuses import is_error
 from sim_pipeline.defs.partitions import partition_key
@@ -35,7 +38,7 @@ def test_an_agent_and_a_judge_on_their_own_endpoints_run_together(small_defs, tm
         run(assets, resources, instance, ["axes"], None)
         run(assets, resources, instance, SEED_STEPS[1:], "0")
         result = run(assets, resources, instance, POLICY_STEPS, partition_key("local-v1", "0"))
-        endpoint = f"127.0.0.1:{agent.port}"
+        endpoint, judge_host = f"127.0.0.1:{agent.port}", f"127.0.0.1:{judge.port}"
     assert {("retail", "rollouts"), ("retail", "grades")} <= materialized(result)
     assert (("retail", "grades"), "judge_trust") in check_results(result)
     assert agent.requests and all(r["model"] == "scripted-agent" for r in agent.requests)
@@ -49,6 +52,24 @@ def test_an_agent_and_a_judge_on_their_own_endpoints_run_together(small_defs, tm
     assert {s["endpoint"] for s in rollouts["sampling"]} == {endpoint}
     assert grades["judge_version"].str.startswith("remote-judge@").all() and (grades["judge_status"] == "ok").all()
     assert JUDGE_KEY not in rollouts.to_json() + grades.to_json()
+    # Every grade row names each role's backend: the agent's and the judge's entries on their hosts, the embedded
+    # user with the settings it was sent, and what the judge's calls carried.
+    for cell in grades["backends"]:
+        roles = {r["role"]: r for r in records(cell)}
+        assert set(roles) == {"agent", "user", "writer", "judge"}
+        assert (roles["agent"]["entry"], roles["agent"]["model"], roles["agent"]["endpoint"]) == (
+            "local-agent", "openai/scripted-agent", endpoint)
+        assert (roles["judge"]["entry"], roles["judge"]["model"], roles["judge"]["endpoint"]) == (
+            "remote-judge", "openai/scripted-judge", judge_host)
+        assert (roles["user"]["entry"], roles["user"]["model"], roles["user"]["endpoint"]) == (None, "sim/user", None)
+        assert json.loads(roles["judge"]["params_sent"])["temperature"] == defaults.JUDGE_TEMPERATURE
+        assert "logprobs" not in json.loads(roles["judge"]["params_sent"])  # the judge asks for none
+        assert len({r["config_sha256"] for r in roles.values()}) == 4
+    sent = [json.loads(records(c)[0]["params_sent"]) for c in rollouts["backends"]]
+    assert [s["seed"] for s in sent] == [s["seed"] for s in rollouts["sampling"]]  # each row's own request
+    assert all(s["logprobs"] is True and s["max_tokens"] == r["max_tokens"] for s, r in zip(sent, rollouts["sampling"]))
+    users = [json.loads(records(c)[1]["params_sent"]) for c in rollouts["backends"]]
+    assert all(u == {"seed": r["seed"], "temperature": 1.0} for u, r in zip(users, rollouts["sampling"]))
 
 
 def test_a_reply_classifier_reads_the_agents_replies_in_a_materialization(small_defs, tmp_path, monkeypatch):

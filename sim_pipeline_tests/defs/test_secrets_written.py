@@ -74,5 +74,7 @@ def test_a_key_named_by_api_key_env_is_written_nowhere(tmp_path, monkeypatch, ca
     rows = warehouse.read_table(warehouse.partition_path(tmp_path / "warehouse", "retail", "rollouts",
                                                          policy_version="flaky-v1", seed="0"))
     assert rows["error"].str.contains("[redacted]", regex=False).any()  # the refused calls' rows say why
+    agent = rows["backends"].map(lambda cell: next(r for r in cell if r["role"] == "agent"))
+    assert {(r["entry"], r["model"]) for r in agent} == {("flaky-agent", "openai/scripted-agent")}  # named, no key
     assert GATEWAY_KEY not in out + err
     assert _hits(tmp_path, GATEWAY_KEY) == []

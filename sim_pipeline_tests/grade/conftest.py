@@ -21,7 +21,7 @@ from sim_pipeline.grade.grading import grade_rollouts
 from sim_pipeline.models.model_config import ModelConfig
 from sim_pipeline.seeding import digest
 from sim_pipeline.models import sim_models
-from sim_pipeline.models.gateway import Completion, Sampling
+from sim_pipeline.models.gateway import Completion, Gateway, Sampling
 from sim_pipeline.rollout.runner import Policy, RolloutSpec, run_rollouts
 from sim_pipeline.search.situations import build_situations
 from sim_pipeline.situation import Situation
@@ -31,8 +31,9 @@ SAMPLES = 2  # k per situation: 2 x ~190 situations (two plans) gives ~380 gold 
 POLICY = Policy("agent-v1", "sim/agent-v1")
 
 
-class InProcessGateway:
-    """Gateway.complete for the embedded models without litellm: rollouts only, never the judge under test."""
+class InProcessGateway(Gateway):
+    """Gateway.complete for the embedded models without litellm: rollouts only, never the judge under test (the
+    rest, the rows' backend records included, is the real Gateway's)."""
 
     def config(self, model: str) -> ModelConfig:
         return ModelConfig.plain(model)

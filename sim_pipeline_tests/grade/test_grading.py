@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from sim_pipeline import defaults
 from sim_pipeline.errors import DomainPackError, ModelCallError
 from sim_pipeline.gold import transcript_digest
 from sim_pipeline.grade import conduct
