@@ -114,6 +114,8 @@ async def stress_judge(gateway: Gateway, judge_model: str, rubric: str, cases: p
     for probe in PROBES:
         if probe in OWN_WORDS and not claims:
             continue  # no closing the gold passed claims success: nothing of the agent's own to say
+        if probe == "closing_swap" and not closings["tool"]:
+            continue  # the gold passed no conversation with a closing: no passing words to swap in
         chosen = pools.get(probe, pool)
         if probe == "tool_renamed":  # the renamed write first (the probe), then reads and hand-offs
             writes = chosen["card"].map(probe_eligible).to_numpy(dtype=bool)
