@@ -76,17 +76,15 @@ ROLLOUT_MODES: dict[str, tuple[int, int, int]] = {
 }
 DEFAULT_ROLLOUT_MODE = "adaptive"  # cheap enough for `make run`, still yields mixed GRPO groups
 HELDOUT_SAMPLES = 4  # k samples per held-out task: pass^k and pass@k need k > 1; tau-bench reports k up to 8
-SEARCH_ARMS: tuple[str, ...] = ("structured", "llm_guided", "open_ended", "behavior_targeted", "failure_mutation")
-SEARCH_START_WEIGHTS: dict[str, float] = {
-    "structured": 0.42, "llm_guided": 0.42, "open_ended": 0.10, "behavior_targeted": 0.03, "failure_mutation": 0.03,
-}  # the reference engine's starting mix (REFERENCE 3)
+SEARCH_ARM_WEIGHTS: dict[str, dict[str, float]] = {  # per arm, in draw order: its weight's start, floor and cap
+    "structured": {"start": 0.42, "floor": 0.15, "cap": 1.0},  # the grid never starves (REFERENCE 3)
+    "llm_guided": {"start": 0.42, "floor": 0.15, "cap": 1.0},  # the grid in the writer's words never starves
+    "open_ended": {"start": 0.10, "floor": 0.01, "cap": 0.10},  # off-grid probes: a minority, never less than a trickle
+    "behavior_targeted": {"start": 0.03, "floor": 0.01, "cap": 0.08},  # targeted arms: a minority (REFERENCE 3)
+    "failure_mutation": {"start": 0.03, "floor": 0.01, "cap": 0.08},
+}  # the reference engine's starting mix; search/registry.py joins each row to its arm's generator and checks it
+SEARCH_ARMS: tuple[str, ...] = tuple(SEARCH_ARM_WEIGHTS)  # the arms' names in draw order (derived, never typed twice)
 SEARCH_WEIGHT_STEP = 0.5  # w *= 1 + 0.5 * yield after each batch (REFERENCE 3)
-SEARCH_WEIGHT_FLOORS: dict[str, float] = {
-    "structured": 0.15, "llm_guided": 0.15, "open_ended": 0.01, "behavior_targeted": 0.01, "failure_mutation": 0.01,
-}  # grid arms never starve; rare arms keep a trickle (REFERENCE 3)
-SEARCH_WEIGHT_CAPS: dict[str, float] = {
-    "structured": 1.0, "llm_guided": 1.0, "open_ended": 0.10, "behavior_targeted": 0.08, "failure_mutation": 0.08,
-}  # off-grid and targeted arms stay a minority of the budget (REFERENCE 3)
 SEARCH_CELL_TARGET = 5  # rows per planned cell at which the grid counts as filled (REFERENCE 3)
 SEARCH_WRITER_MODEL = "sim/writer"  # the situation writer of the llm_guided arm (any litellm model online)
 SEARCH_BATCH_SITUATIONS = 8  # situations drawn per search batch: small enough for weights to react

@@ -25,6 +25,10 @@ class CoverageError(SimPipelineError):
     """A covering array cannot be built as asked (e.g. unsatisfiable constraints)."""
 
 
+class SearchConfigError(SimPipelineError):
+    """The search arms are misconfigured (an arm without weights, a floor above its cap, starts not summing to 1)."""
+
+
 class ModelCallError(SimPipelineError):
     """A model call failed in a way retrying will not fix (auth, quota, unknown model)."""
 

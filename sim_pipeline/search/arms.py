@@ -1,11 +1,8 @@
-"""The five search arms, each a real situation generator.
+"""The search arms' generators, each registered as an arm (search/registry.py) and each a real situation generator.
 
-- structured: the next unrendered covering-array cell, then the most under-filled cell (a fresh variant).
-- llm_guided: the writer model writes the opening message for an under-filled cell (in its own words: see
-  models/sim_writer.py for the embedded writer's registers), sometimes without the record's id (`Arms._shared`).
-- open_ended: off-grid probes (search/probes.py).
-- behavior_targeted: cells whose behaviour signatures are rarest so far, re-drawn with another record.
-- failure_mutation: variations of situations that failed (search/mutations.py).
+The embedded writer's registers for llm_guided are in models/sim_writer.py; the probes and mutations in
+search/probes.py and search/mutations.py. `ARMS` is the registry built from the generators here and the weights table
+in defaults.py: the one list of arms the weights, loop, report and docs read.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from sim_pipeline.models.gateway import Gateway, ProviderError, Sampling
 from sim_pipeline.search.mutations import MUTATIONS, mutate
 from sim_pipeline.models.phrasing import request_phrase
 from sim_pipeline.search.probes import PROBES, RECORD_PROBES, probe
+from sim_pipeline.search.registry import Arm, arm, build
 from sim_pipeline.protocol.statuses import ERROR_STATUSES
 from sim_pipeline.protocol.tool_kinds import name_words
 from sim_pipeline.search.situations import build_situation
@@ -141,18 +139,22 @@ class Arms:
         order = np.lexsort((gen.random(len(self.planned)), counts))  # fewest rows first, ties seeded
         return [self.planned[i] for i in order[:n]]
 
-    async def draw(self, arm: str, n: int, gen: np.random.Generator) -> list[Situation]:
+    async def draw(self, arm: Arm, n: int, gen: np.random.Generator) -> list[Situation]:
         """n situations from one arm (fewer when it has nothing to offer yet)."""
         if n <= 0:
             return []
-        return await getattr(self, arm)(n, gen)
+        return await arm.generate(self, n, gen)
 
+    @arm("structured")
     async def structured(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        """The next unrendered covering-array cell, then the most under-filled cell with another record."""
         out = [self.archive.queue.pop(0) for _ in range(min(n, len(self.archive.queue)))]
         out += [self._variant(cell, "structured") for cell in self._underfilled(gen, n - len(out))]
         return out
 
+    @arm("llm_guided")
     async def llm_guided(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        """The writer model writes the opening for an under-filled cell, sometimes without the record's id."""
         out = []
         for cell in self._underfilled(gen, n):
             base = self._variant(cell, "llm_guided")
@@ -190,7 +192,9 @@ class Arms:
             return None
         return (reply.message.get("content") or "").strip() or None
 
+    @arm("open_ended")
     async def open_ended(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        """Off-grid probes: injected instructions, long histories, other languages, garbage, two requests at once."""
         out = []
         for _ in range(n):
             kind = PROBES[self.archive.made % len(PROBES)]
@@ -202,7 +206,9 @@ class Arms:
                              partner=partner, actions=self._actions))
         return out
 
+    @arm("behavior_targeted")
     async def behavior_targeted(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        """Cells whose behaviour signatures are rarest so far, drawn again with another record."""
         seen = [c for c in self.planned if c in self.archive.cell_signatures]
         if not seen:
             return []
@@ -211,7 +217,9 @@ class Arms:
         order = np.lexsort((gen.random(len(seen)), rarity))
         return [self._variant(seen[i], "behavior_targeted") for i in order[:n]]
 
+    @arm("failure_mutation")
     async def failure_mutation(self, n: int, gen: np.random.Generator) -> list[Situation]:
+        """Variations of situations that failed: truncated, stripped, contradicted, typo'd, re-drawn."""
         failed = self.archive.failed
         if not failed:
             return []
@@ -223,3 +231,6 @@ class Arms:
             out.append(mutate(parent, kind, situation_id=self._new_id("failure_mutation", parent.situation_id, kind),
                               gen=gen, sibling=sibling))
         return out
+
+
+ARMS: tuple[Arm, ...] = build(defaults.SEARCH_ARM_WEIGHTS)  # a misconfigured table fails here, at import

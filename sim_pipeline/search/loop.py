@@ -73,6 +73,7 @@ async def run_search(ctx: SearchContext, run_batch: RunBatch, settings: SearchSe
     arms = Arms(ctx)
     gen = rng(ctx.seed, "search")
     weights = rule.initial()
+    grid = next(a for a in rule.registry if a.name == ARM_STRUCTURED)
     draws: list[dict] = []
     frames: list[pd.DataFrame] = []
     rows_used, flat, batch = 0, 0, 0
@@ -81,11 +82,11 @@ async def run_search(ctx: SearchContext, run_batch: RunBatch, settings: SearchSe
     while reason is None:
         counts = allocate(weights, settings.batch_situations, gen)
         drawn: list[tuple[str, Situation]] = []
-        for arm, n in zip(rule.arms, counts):
+        for arm, n in zip(rule.registry, counts):
             got = await arms.draw(arm, int(n), gen)
-            drawn += [(arm, s) for s in got]
+            drawn += [(arm.name, s) for s in got]
             if len(got) < n:  # an arm with nothing to offer yet lends its slots to the grid
-                drawn += [(ARM_STRUCTURED, s) for s in await arms.draw(ARM_STRUCTURED, int(n) - len(got), gen)]
+                drawn += [(grid.name, s) for s in await arms.draw(grid, int(n) - len(got), gen)]
         situations = [s for _, s in drawn]
         for _, s in drawn:
             arms.archive.drawn[s.situation_id] = s

@@ -7,24 +7,56 @@ so silence is neither rewarded nor punished. Novelty search, not importance samp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from sim_pipeline import defaults
+from sim_pipeline.search.arms import ARMS
+from sim_pipeline.search.registry import Arm, build
 
 CLAMP_ROUNDS = 100  # bisection steps for the scale factor: far below float resolution
 
 
 @dataclass(frozen=True)
 class WeightRule:
-    """The arms, their starting weights, floors, caps and the update step."""
+    """The registered arms (each with its start weight, floor and cap) and the update step."""
 
-    arms: tuple[str, ...] = defaults.SEARCH_ARMS
-    start: dict[str, float] = field(default_factory=lambda: dict(defaults.SEARCH_START_WEIGHTS))
-    floors: dict[str, float] = field(default_factory=lambda: dict(defaults.SEARCH_WEIGHT_FLOORS))
-    caps: dict[str, float] = field(default_factory=lambda: dict(defaults.SEARCH_WEIGHT_CAPS))
+    registry: tuple[Arm, ...] = ARMS
     step: float = defaults.SEARCH_WEIGHT_STEP
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        """The arms' names in draw order."""
+        return tuple(a.name for a in self.registry)
+
+    @property
+    def start(self) -> dict[str, float]:
+        """Each arm's start weight."""
+        return {a.name: a.start for a in self.registry}
+
+    @property
+    def floors(self) -> dict[str, float]:
+        """Each arm's floor."""
+        return {a.name: a.floor for a in self.registry}
+
+    @property
+    def caps(self) -> dict[str, float]:
+        """Each arm's cap."""
+        return {a.name: a.cap for a in self.registry}
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Mapping[str, float]], *, origin: str,
+                   step: float = defaults.SEARCH_WEIGHT_STEP) -> WeightRule:
+        """A rule from a table like defaults.SEARCH_ARM_WEIGHTS (checked as the registry checks it)."""
+        return cls(build(table, origin=origin), step)
+
+    @classmethod
+    def fixed(cls, weights: Mapping[str, float], *, origin: str = "fixed search weights") -> WeightRule:
+        """Weights that never move (floor and cap at the start): a baseline to measure the update against."""
+        return cls.from_table({a: dict.fromkeys(("start", "floor", "cap"), w) for a, w in weights.items()},
+                              origin=origin)
 
     def initial(self) -> np.ndarray:
         """The starting weights, clamped."""

@@ -51,18 +51,11 @@ DOMAIN = "retail"
 SEEDS = (0, 1, 2)  # three worlds and plans: ~70 s for the module on 2 cores (one agent per core)
 BUDGET_ROWS = 800
 VERSIONS = ("agent-v1", "agent-v2")
-ARMS = ("structured", "llm_guided", "open_ended", "behavior_targeted", "failure_mutation")
-
-
-def _fixed(weights: dict[str, float]) -> WeightRule:
-    """Weights that never move: floors and caps both at the start."""
-    return WeightRule(start=dict(weights), floors=dict(weights), caps=dict(weights))
-
-
+ARMS = WeightRule().arms  # the registered arms, in draw order
 STRATEGIES = {
     "weighted": WeightRule(),
-    "structured_only": _fixed({a: float(a == "structured") for a in ARMS}),
-    "uniform": _fixed(dict.fromkeys(ARMS, 1 / len(ARMS))),
+    "structured_only": WeightRule.fixed({a: float(a == "structured") for a in ARMS}),
+    "uniform": WeightRule.fixed(dict.fromkeys(ARMS, 1 / len(ARMS))),
 }
 WEAKNESSES = ("follow_injection", "lose_early_fact", "misroute_intent", "mishandle_combination")  # defaults section 10
 PRESSURED = ("skip_verification", "skip_confirmation", "exceed_limit")  # the flaws `pressure` raises

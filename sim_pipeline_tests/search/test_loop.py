@@ -58,12 +58,12 @@ def test_the_productive_grid_arm_takes_the_largest_share_and_the_rest_fall_to_fl
     weights = final_weights(table)
     assert weights["llm_guided"] == max(weights.values()) > 0.7
     for arm in ("structured", "open_ended", "behavior_targeted", "failure_mutation"):
-        assert weights[arm] == pytest.approx(defaults.SEARCH_WEIGHT_FLOORS[arm], abs=1e-6)
+        assert weights[arm] == pytest.approx(WeightRule().floors[arm], abs=1e-6)
 
 
 def test_a_productive_rare_arm_rises_to_its_cap():
     table, _, _ = search("open_ended", budget_rows=600, cell_target=99, patience=99)
-    assert final_weights(table)["open_ended"] == pytest.approx(defaults.SEARCH_WEIGHT_CAPS["open_ended"])
+    assert final_weights(table)["open_ended"] == pytest.approx(WeightRule().caps["open_ended"])
     # It can dip for a batch in which it drew no slot (it then gets the batch's mean yield), never far.
     assert table.groupby("batch")["w_open_ended"].first().tail(10).mean() > 0.095
 
