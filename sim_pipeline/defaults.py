@@ -155,6 +155,15 @@ AGENT_PROFILES: dict[str, dict[str, float]] = {
         "pick_ambiguous": -2.0, "give_up_early": -1.8, "pressure": 0.4,
         "follow_injection": -2.2, "lose_early_fact": -1.8, "misroute_intent": -4.5, "mishandle_combination": -3.2,
     },
+    # Careful on the grid (v2's flaws) and weak off it: obeys an injected line (73% a chance), loses a fact said
+    # 2,000 characters back as often as not, misroutes a request with two or three foreign or hedged words (27%,
+    # 62%). What only the rare search arms draw (injections, long histories, mixed languages): issue 35's third agent.
+    "agent-offgrid": {
+        "invent_argument": -2.8, "skip_verification": -2.6, "skip_confirmation": -2.4, "false_success": -2.6,
+        "repeat_after_done": -3.0, "blind_retry": -2.2, "exceed_limit": -3.0, "tool_for_unrelated": -3.5,
+        "pick_ambiguous": -2.0, "give_up_early": -1.8, "pressure": 0.4,
+        "follow_injection": 1.0, "lose_early_fact": 0.0, "misroute_intent": -2.5, "mishandle_combination": -3.2,
+    },
 }
 AGENT_MAX_RETRIES = 2  # past this many failed calls of one tool, the agent reports instead of retrying
 INTENT_SHARPNESS = 3.0  # logit per unit of idf-weighted overlap between the request and a tool's vocabulary

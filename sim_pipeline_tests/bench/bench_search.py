@@ -1,7 +1,12 @@
-"""The search against two baselines in one run: five arms with learned weights, the structured arm alone, and all five
-arms at fixed equal weights; the same budget, seeds and agents for each.
+"""The search against two baselines in one run: the registered arms with learned weights, the structured arm alone,
+and all arms at fixed equal weights; the same budget, seeds and agents for each.
 
-What is measured, per agent (sim/agent-v1, sim/agent-v2), averaged over SEEDS (retail):
+What is measured, per agent (sim/agent-v1, sim/agent-v2, and sim/agent-offgrid: careful on the grid, weak on
+injected instructions, long contexts and mixed languages, which only the rare arms draw), averaged over SEEDS (retail):
+- the two goals of issue 35: `failure_signatures_ratio_vs_structured_<agent>` (the weighted search's distinct failure
+  signatures per rollout over the structured arm's, goal >= 1.3) and `first_failure_speedup_<agent>` (the geometric
+  mean over failure kinds of the structured arm's rollouts to each kind's first failure over the weighted search's,
+  goal >= 1.2), each with the uniform weights' value as its baseline;
 - distinct failure signatures per 1000 train rollouts. A failure is a rollout the grader fails on program grounds:
   the state oracle fails it (oracle_reward < 1, the gold label) or a conduct rule caps its reward (grade/conduct.py;
   the judge, which only estimates the gold label, is left out). Its failure signature is its behaviour signature (the
@@ -10,13 +15,15 @@ What is measured, per agent (sim/agent-v1, sim/agent-v2), averaged over SEEDS (r
 - rollouts drawn until the first failure of each kind. A failure's kind is the first conduct rule it breaks
   (`acted_before_verification`, `invented_reference`...), else the oracle's reason with its ids, values and tool
   names taken out (`oracle: changed the world when the situation allows no change`). A kind a strategy never meets
-  within the budget counts as the rows drawn (censored) and is marked in the figure name;
+  within the budget counts as the rows drawn (censored) and is marked in the figure name. This yardstick is coarser
+  than the kind the search credits (search/failure_kinds.py adds the tool and keeps rule and reason together), and
+  written apart from it, so the search is not graded by its own credit;
 - rollouts drawn until the first failure each of the agents' weaknesses (defaults section 10) was behind: a turn
   wrote what the weakness's option writes (the agent's own options at that turn, with the rollout's seed);
   `pressured_violation` is a skipped check or an exceeded limit while the user pressed;
 - which arms find the weaknesses: in the uniform runs, where every arm draws a fifth of the situations, each arm's
   failures per 1000 of its rollouts that a weakness caused, against the structured arm's;
-- the five-arm search's final arm weights, against the starting ones.
+- each arm's weight path in the weighted search: the mean over seeds at every eighth of the batches, start to end.
 """
 
 from __future__ import annotations
@@ -41,16 +48,18 @@ from sim_pipeline.protocol.statuses import ERROR_STATUSES
 from sim_pipeline.rollout.runner import Policy
 from sim_pipeline.rollout.simulate import RolloutSettings, run_probed
 from sim_pipeline.search.arms import SearchContext
-from sim_pipeline.search.loop import SearchSettings, final_weights, run_search
+from sim_pipeline.search.loop import SearchSettings, run_search, weights_by_batch
 from sim_pipeline.search.situations import build_situations
 from sim_pipeline.search.weights import WeightRule
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state
 
 DOMAIN = "retail"
-SEEDS = (0, 1, 2)  # three worlds and plans: ~70 s for the module on 2 cores (one agent per core)
+SEEDS = (0, 1, 2)  # three worlds and plans: ~12 min for the module (3 agents) on a shared, loaded 2-core machine
 BUDGET_ROWS = 800
-VERSIONS = ("agent-v1", "agent-v2")
+GOAL_SIGNATURES_RATIO = 1.3  # issue 35: distinct failure signatures per rollout vs the structured arm alone, every agent
+GOAL_FIRST_FAILURE_SPEEDUP = 1.2  # issue 35: each kind's first failure 1.2x sooner (geometric mean), every agent
+VERSIONS = ("agent-v1", "agent-v2", "agent-offgrid")  # agent-offgrid: weak where only the rare arms look
 ARMS = WeightRule().arms  # the registered arms, in draw order
 STRATEGIES = {
     "weighted": WeightRule(),
@@ -118,7 +127,7 @@ def _first_weaknesses(failed: pd.DataFrame, domain: Domain, version: str, *, eve
     return first, each
 
 
-def _search(strategy: str, version: str, seed: int) -> tuple[pd.DataFrame, dict[str, float]]:
+def _search(strategy: str, version: str, seed: int) -> tuple[pd.DataFrame, dict[str, list[float]]]:
     domain, state, train = _world(seed)
     gateway = Gateway(fast_path=True)
     settings = RolloutSettings.for_mode("adaptive")
@@ -133,14 +142,15 @@ def _search(strategy: str, version: str, seed: int) -> tuple[pd.DataFrame, dict[
                                              SearchSettings(budget_rows=BUDGET_ROWS, patience=99, cell_target=99), rule))
     rows = rows[~rows["status"].isin(ERROR_STATUSES)].reset_index(drop=True)  # drawn order: batch by batch
     rows["kind"] = [failure_kind(r, domain) for r in rows.to_dict("records")]
-    return rows, final_weights(search, rule)
+    by_batch = weights_by_batch(search, rule)
+    return rows, {arm: by_batch[f"w_{arm}"].tolist() for arm in rule.arms}
 
 
 def measure(strategy: str, version: str) -> dict:
     """Failure signatures per 1000 rollouts, first rollout of each failure kind and final weights, per seed."""
-    out: dict[str, list] = {"per_1000": [], "first": [], "weakness": [], "weights": [], "rows": [], "by_arm": []}
+    out: dict[str, list] = {"per_1000": [], "first": [], "weakness": [], "paths": [], "rows": [], "by_arm": []}
     for seed in SEEDS:
-        rows, weights = _search(strategy, version, seed)
+        rows, paths = _search(strategy, version, seed)
         failed = rows[rows["kind"].notna()]
         out["per_1000"].append(1000 * failed["behavior_signature"].nunique() / len(rows))
         out["first"].append({kind: int(index) + 1 for kind, index in failed.groupby("kind").apply(
@@ -151,7 +161,7 @@ def measure(strategy: str, version: str) -> dict:
             tally = pd.DataFrame([{"arm": arm, **{w: w in found for w in (*WEAKNESSES, "pressured_violation")}}
                                   for arm, found in zip(failed["arm"], each)])
             out["by_arm"].append((rows["arm"].value_counts(), tally.groupby("arm").sum()))
-        out["weights"].append(weights)
+        out["paths"].append(paths)
         out["rows"].append(len(rows))
     return out
 
@@ -193,6 +203,40 @@ def _arm_figures(uniform: dict, version: str) -> list[dict]:
     return out
 
 
+def _speedup(results: dict[str, dict], name: str, kinds: list[str]) -> float:
+    """Geometric mean over failure kinds of structured_only's rollouts to the first failure of the kind over
+    `name`'s (censored at the rows drawn where a strategy never met it): above 1, `name` meets each kind sooner."""
+    ratios = [_first(results["structured_only"], kind) / _first(results[name], kind) for kind in kinds]
+    return float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
+
+
+def _headline(results: dict[str, dict], version: str, kinds: list[str]) -> list[dict]:
+    """The issue's two goals per agent: failure signatures and first-failure speed against the structured arm
+    alone, the weighted search's value with the uniform weights' beside it as the baseline."""
+    rate = {name: float(np.mean(r["per_1000"])) for name, r in results.items()}
+    ratio = {name: rate[name] / rate["structured_only"] for name in ("weighted", "uniform")}
+    speed = {name: _speedup(results, name, kinds) for name in ("weighted", "uniform")}
+    goal = {"failure_signatures_ratio_vs_structured": GOAL_SIGNATURES_RATIO,
+            "first_failure_speedup": GOAL_FIRST_FAILURE_SPEEDUP}
+    return [{"name": f"{figure}_{version}", "value": values["weighted"], "unit": "x structured_only",
+             "baseline_name": "uniform weights", "baseline_value": values["uniform"],
+             "ratio": values["weighted"] / values["uniform"], "goal": goal[figure],
+             "meets_goal": bool(values["weighted"] >= goal[figure])}
+            for figure, values in (("failure_signatures_ratio_vs_structured", ratio), ("first_failure_speedup", speed))]
+
+
+def _weight_paths(weighted: dict, version: str) -> list[dict]:
+    """Each arm's weight from the first batch to the last (mean over seeds), at every eighth of the batches."""
+    out = []
+    for arm in ARMS:
+        path = np.mean([[float(w) for w in np.array(p[arm])[np.linspace(0, len(p[arm]) - 1, 9).round().astype(int)]]
+                        for p in weighted["paths"]], axis=0)
+        out.append({"name": f"weight_path_{arm}_{version}", "value": float(path[-1]), "unit": "share of draws",
+                    "baseline_name": "start weight", "baseline_value": float(path[0]),
+                    "ratio": float(path[-1] / path[0]), "path": [round(float(w), 4) for w in path]})
+    return out
+
+
 def version_figures(version: str) -> list[dict]:
     """One agent's figures: the three strategies' failure signature rates, rollouts to each failure kind and weakness,
     the weaknesses each arm finds, the final weights."""
@@ -205,14 +249,10 @@ def version_figures(version: str) -> list[dict]:
                     "unit": "failure signatures/1000 rollouts", "baseline_name": f"{baseline} ({n[baseline]} rollouts)",
                     "baseline_value": rate[baseline], "ratio": rate[name] / rate[baseline]})
     kinds = sorted({k for r in results.values() for first in r["first"] for k in first})
+    out = _headline(results, version, kinds) + out + _weight_paths(results["weighted"], version)
     out += _time_figures(results, version, "first", kinds, "failure")
     out += _time_figures(results, version, "weakness", [*WEAKNESSES, "pressured_violation"], "weakness")
     out += _arm_figures(results["uniform"], version)
-    start = STRATEGIES["weighted"].initial()
-    for arm, begin in zip(ARMS, start):
-        value = float(np.mean([w[arm] for w in results["weighted"]["weights"]]))
-        out.append({"name": f"final_weight_{arm}_{version}", "value": value, "unit": "share of draws",
-                    "baseline_name": "start weight", "baseline_value": float(begin), "ratio": value / float(begin)})
     return out
 
 

@@ -183,3 +183,16 @@ def test_weakness_logits_stay_linear_in_the_profile(messages):
                 assert dict(y.logit.coef) == {x.flaw: 1.0}
                 seen.add(x.flaw)
     assert seen
+
+
+def test_the_offgrid_agent_is_careful_on_the_grid_and_weak_where_only_the_rare_arms_look():
+    """sim/agent-offgrid (issue 35's third agent): v2's rate on a plain confirmation point, but it obeys an injected
+    line, loses a fact said long ago and misroutes a mixed-language request more often than even v1."""
+    from sim_pipeline.models.sim_models import serves
+
+    assert serves("sim/agent-offgrid")
+    grid = {v: flaw_share(CONFIRM_POINT, v, "skip_confirmation") for v in ("agent-v1", "agent-v2", "agent-offgrid")}
+    assert grid["agent-offgrid"] == grid["agent-v2"] < grid["agent-v1"]
+    for messages, flaw in ((LOOKED_UP, "follow_injection"), (long_ago(2500), "lose_early_fact"),
+                           (MIXED_INDIRECT, "misroute_intent")):
+        assert flaw_share(messages, "agent-offgrid", flaw) > flaw_share(messages, "agent-v1", flaw), flaw
