@@ -15,9 +15,8 @@ injected instructions, long contexts and mixed languages, which only the rare ar
 - rollouts drawn until the first failure of each kind. A failure's kind is the first conduct rule it breaks
   (`acted_before_verification`, `invented_reference`...), else the oracle's reason with its ids, values and tool
   names taken out (`oracle: changed the world when the situation allows no change`). A kind a strategy never meets
-  within the budget counts as the rows drawn (censored) and is marked in the figure name. This yardstick is coarser
-  than the kind the search credits (search/failure_kinds.py adds the tool and keeps rule and reason together), and
-  written apart from it, so the search is not graded by its own credit;
+  within the budget counts as the rows drawn (censored) and is marked in the figure name. This yardstick is written
+  apart from the search's own credit, so the search is not graded by it;
 - rollouts drawn until the first failure each of the agents' weaknesses (defaults section 10) was behind: a turn
   wrote what the weakness's option writes (the agent's own options at that turn, with the rollout's seed);
   `pressured_violation` is a skipped check or an exceeded limit while the user pressed;
