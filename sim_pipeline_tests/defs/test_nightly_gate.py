@@ -46,12 +46,14 @@ def two_nights(tmp_path_factory):
             seeded = defs.resolve_job_def("retail_seed_job").execute_in_process(
                 instance=instance, partition_key=request.partition_key, tags=request.tags, raise_on_error=False)
             assert seeded.success
-            follow = sensor(dg.build_run_status_sensor_context(
+            follows = sensor(dg.build_run_status_sensor_context(
                 sensor_name=sensor.name, dagster_instance=instance, dagster_run=seeded.dagster_run,
                 dagster_event=seeded.get_run_success_event()))
-            graded = defs.resolve_job_def("retail_policy_job").execute_in_process(
-                instance=instance, partition_key=follow.partition_key, tags=follow.tags, raise_on_error=False)
-            assert graded.success  # a refused judge would stop the run at its blocking check
+            # Every version a delta compares (and the newest) is evaluated on the seed, one policy run each.
+            for follow in follows if isinstance(follows, list) else [follows]:
+                graded = defs.resolve_job_def("retail_policy_job").execute_in_process(
+                    instance=instance, partition_key=follow.partition_key, tags=follow.tags, raise_on_error=False)
+                assert graded.success  # a refused judge would stop the run at its blocking check
             files = {str(p.relative_to(tmp / "warehouse")): hashlib.sha256(p.read_bytes()).hexdigest()
                      for p in sorted((tmp / "warehouse").rglob("*.parquet"))}
             nights.append((request.run_key, files))
