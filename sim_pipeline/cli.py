@@ -606,7 +606,8 @@ def parser() -> argparse.ArgumentParser:
           "show it); an invalid registry registers nothing", ["sim-pipeline policies sync"],
           "the versions registered as partitions in the Dagster instance at $DAGSTER_HOME (./.dagster_home when "
           "unset); one line per domain on stdout").set_defaults(fn=cmd_policies_sync)
-    pack = _verb(verbs, "pack", "make a domain pack from another source", ["sim-pipeline pack from-mcp --name notes -- python notes_server.py"],
+    pack = _verb(verbs, "pack", "make a domain pack from another source",
+                 ["sim-pipeline pack from-mcp --name notes -- python notes_server.py"],
                  "a pack folder under data/domains (see the action)").add_subparsers(dest="pack_verb", required=True,
                                                                                      metavar="{from-mcp}")
     mcp = _verb(pack, "from-mcp", "write data/domains/NAME/ from an MCP server's tools (a stdio command or --url); "

@@ -369,7 +369,9 @@ def test_report_of_a_version_never_run_says_so_and_gives_the_run_command(tmp_pat
         assert f"  {version:<13} not run for seed 3: the warehouse holds none of its steps" in out
         assert f"Run: sim-pipeline run --domain retail --seed 3 --versions {version} --warehouse {base}\n" in out
     assert "0 rollouts" not in out and "publish_gate" not in out
-    assert "delta agent-v2 vs agent-v1: not computed (agent-v1, agent-v2 did not run: see above)" in out
+    # The delta line names what is missing on each side, not a guess.
+    assert "delta agent-v2 vs agent-v1: not computed: agent-v1 has no grades for seed 3 (it has no rollouts either); " \
+        "agent-v2 has no grades for seed 3 (it has no rollouts either)" in out
     assert main(["report", "--domain", "nope"]) == 2  # not an empty summary of a domain that is not there
     assert "error: domain 'nope': no directory" in _one_error_line(capsys)
 
@@ -380,7 +382,6 @@ def test_a_run_its_endpoint_stopped_says_why_in_one_line_and_what_did_not_run(tm
 
     import yaml
 
-    from sim_pipeline import defaults
     from sim_pipeline_tests.scripted_server import ScriptedServer, always
 
     registry = tmp_path / "policies.yaml"

@@ -147,7 +147,8 @@ def test_a_folder_without_domain_yaml_is_no_domain(tmp_path, monkeypatch):
 def test_an_unknown_embedded_model_is_refused_at_load(tmp_path, entry, field):
     path = write(tmp_path, {"v1": {"domain": "retail", "model": "sim/agent-v1", **entry}})
     with pytest.raises(RegistryError, match=rf"policies/v1/{field}: '{entry[field]}' is no embedded model, so every "
-                                            r"call would fail after the seed steps ran\. Fix: use one of \['sim/agent-v1'"):
+                                            r"call would fail after the seed steps ran\. Fix: use one of "
+                                            r"\['sim/agent-offgrid', 'sim/agent-v1'"):
         load_registry(path)
 
 
