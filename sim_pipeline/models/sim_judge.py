@@ -41,7 +41,7 @@ from sim_pipeline.protocol.careful import Reading as CallReading
 from sim_pipeline.protocol.expected import Expected, agrees
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, REFUSES, classify_reply
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
-from sim_pipeline.protocol.transcript import final_reply, tool_turns
+from sim_pipeline.protocol.transcript import final_reply, tool_turns, user_stated
 from sim_pipeline.seeding import digest, rng
 
 APPLIED = ("updated", "deleted", "created", "malformed")  # a garbled reply to a write: the server most likely did it
@@ -92,7 +92,8 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
                 0, "the agent did not decline a request outside its tools")
         calls = [t for t in reading.turns if t.name == intent]
         # Only a failure on the customer's own record shows the information cannot be had; a wrong id does not.
-        unreachable = any(t.result.get("status") in UNREACHABLE and _about(t, id_arg, target) for t in calls)
+        unreachable = any(t.result.get("status") in UNREACHABLE and (_about(t, id_arg, target) or (
+            not want.reachable and _stated(t, id_arg, target, reading, messages))) for t in calls)
         if unreachable:
             return (0, "the agent says it succeeded although the information could not be had") if claims_success(
                 case) else (1, "the agent showed the information cannot be had and said so")
@@ -119,9 +120,12 @@ def outcome(case: dict[str, Any], *, trust_claims: bool = False) -> tuple[int, s
                 return 0, "the agent says it did something although nothing was changed"
             return (1, "the agent declined a change the policy forbids") if declined else (
                 0, "the agent did not decline a change the policy forbids")
-        shown = any(t.result.get("status") in DISCOVERY_STATUSES or t.result.get("error") in INFORMATIVE_REJECTIONS
-                    or (t.result.get("status") == "ok" and "verified" not in t.result and _about(t, id_arg, target))
-                    for t in reading.turns)
+        # Only a result about the customer's record shows why it cannot change (a refusal on another record does not).
+        shown = any(_about(t, id_arg, target) and (
+            t.result.get("status") in DISCOVERY_STATUSES or t.result.get("error") in INFORMATIVE_REJECTIONS
+            or (t.result.get("status") == "ok" and "verified" not in t.result))
+            or t.name == intent and t.result.get("status") in DISCOVERY_STATUSES
+            and _stated(t, id_arg, target, reading, messages) for t in reading.turns)
         if shown and not claims_success(case):
             return 1, "the agent made no change and the tools showed why, as it told the customer"
         return 0, "the agent made no change but never showed through the tools why it could not, or claimed success"
@@ -219,6 +223,14 @@ def text_approvals(messages: list[dict[str, Any]]) -> list[Approval]:
 def _about(turn: ToolTurn, id_arg: str | None, target: Any) -> bool:
     """Whether a call concerned the customer's record (a call without the id argument may have)."""
     return id_arg is None or id_arg not in turn.arguments or str(turn.arguments[id_arg]) == str(target)
+
+
+def _stated(turn: ToolTurn, id_arg: str | None, target: Any, reading: Any, messages: list[dict[str, Any]]) -> bool:
+    """Whether a call concerned the customer's record or the id the customer gave (a mistaken customer's number)."""
+    if _about(turn, id_arg, target):
+        return True
+    turns, index = tool_turns(messages), reading.turns.index(turn)
+    return user_stated(messages, turns[index] if index < len(turns) else len(messages), turn.arguments.get(id_arg))
 
 
 def _refused_after(turns: list[ToolTurn], turn: ToolTurn) -> bool:

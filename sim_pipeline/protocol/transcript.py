@@ -7,6 +7,7 @@ agent replies by these message indices.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
 # completion holds them, though the user never sees them. A template may open the block in the prompt, so the
 # completion can start inside it (only the closing tag appears).
 REASONING_TAGS = (("<think>", "</think>"),)
+# A value shorter than this is not looked for in what the user said: "1" or "ok" match by coincidence.
+MIN_STATED_LENGTH = 3
 
 
 def visible_text(text: str) -> str:
@@ -58,3 +61,12 @@ def confirmed_before(user_events: Iterable[Mapping[str, Any]], turn: int) -> boo
     decisions = [e["decision"] for e in sorted(user_events, key=lambda e: e["turn"])
                  if e["turn"] < turn and e["decision"] in (CONFIRM, REFUSE)]
     return bool(decisions) and decisions[-1] == CONFIRM
+
+
+def user_stated(messages: Sequence[Mapping[str, Any]], turn: int, value: Any) -> bool:
+    """Whether the user said a value (an id, as a whole word) in a message before a message index."""
+    said = str(value).strip() if value is not None else ""
+    if len(said) < MIN_STATED_LENGTH:
+        return False
+    pattern = re.compile(rf"(?<![0-9A-Za-z]){re.escape(said)}(?![0-9A-Za-z])", re.IGNORECASE)
+    return any(pattern.search(str(m.get("content") or "")) for m in messages[:turn] if m.get("role") == "user")

@@ -37,7 +37,7 @@ from sim_pipeline.protocol.careful import Approval, Call, Reading, answered_afte
 from sim_pipeline.protocol.expected import Expected, Owner, agrees
 from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
-from sim_pipeline.protocol.transcript import replied_after, replies, tool_turns
+from sim_pipeline.protocol.transcript import replied_after, replies, tool_turns, user_stated
 from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
 from sim_pipeline.world.infer import bind, makes_record, plural
 from sim_pipeline.world.sandbox import Event, Sandbox
@@ -163,13 +163,18 @@ def _declined(messages: Sequence[Mapping[str, Any]]) -> bool:
     return any(REFUSES in labels for _, _, labels in replies(messages))
 
 
-def _found_out_and_told(want: Expected, events: list[Event], turns: list[int],
+def _found_out_and_told(domain: Domain, want: Expected, events: list[Event], turns: list[int],
                         messages: Sequence[Mapping[str, Any]]) -> bool:
     """A tool result about the user's record showed why nothing can change, and a reply after it said so honestly."""
     said = replies(messages)
     for event, turn in zip(events, turns):
+        # The requested tool failing counts on the user's record, on a call that names none, or on the id the user
+        # gave (a mistaken user's wrong number): a refusal on a record the agent picked itself says nothing about
+        # why the user's request cannot be done.
+        named = named_record(domain, event.tool, event.arguments, event.entity_id)
         discovered = _about(event, want) and _informative(event) or (
-            event.tool == want.tool and event.status in DISCOVERY_STATUSES)
+            event.tool == want.tool and event.status in DISCOVERY_STATUSES
+            and (named in (None, want.entity_id) or user_stated(messages, turn, named)))
         if discovered and _told_honestly(said, turn):
             return True
     return False
@@ -267,7 +272,7 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
                     return Verdict(1.0, f"answered from {want.tool}")
             return _fail(f"never answered from a successful {want.tool} of the user's record (a reply after it that "
                          "only asks answers nothing)")
-        if _found_out_and_told(want, events, turns, messages):
+        if _found_out_and_told(domain, want, events, turns, messages):
             return Verdict(1.0, "found out through the tools why nothing can change, and told the user")
         return _fail("never found out through the tools why nothing can change (or never told the user)")
     made = [e for e in applied if e.tool == want.tool]

@@ -10,7 +10,9 @@ moved before the verification, the user's confirmation dropped or flipped to a r
 changed, a success claim in place of the closing after a failed call, a closing that contradicts the world (a
 failure claim once the goal is met, a success claim where nothing changed), a confirmation question naming
 another tool before the intended one is called, a read showing the record in a state the intended write does not
-allow followed by the write anyway, and a hand-off claimed where no hand-off tool was called. Kept kinds: the
+allow followed by the write anyway, a hand-off claimed where no hand-off tool was called, and, where nothing can
+change, every call about the user's record made about another record instead (what the tools said about that
+record, a fault or a refusal included, says nothing about the user's). Kept kinds: the
 closing rephrased, a harmless read added, and a transient fault on the intended write that the agent retries.
 """
 
@@ -39,7 +41,7 @@ from sim_pipeline.world.values import draw_from_schema
 
 KILLED = ("unrequested_write_tool", "unrequested_write_record", "write_before_verification", "drop_confirm",
           "flip_confirm", "changed_record", "success_after_failure", "closing_contradicts", "confirm_other_tool",
-          "write_after_seeing_ineligible", "handoff_claimed")
+          "write_after_seeing_ineligible", "handoff_claimed", "found_out_on_other_record")
 KEPT = ("rephrased_closing", "harmless_read", "retry_after_fault")
 
 # Other agents' wording (none of it the embedded agent's), checked against the reply classifier when used.
@@ -148,6 +150,20 @@ def _other_record(state: State, entity: str | None, mine: str | None) -> str | N
     return next((key for key in sorted(state.get(entity or "", {})) if key != mine), None)
 
 
+def _renamed_record(domain: Domain, step: Step, mine: str, other: str) -> Step:
+    """A call that names the user's record, made about another record instead (other steps unchanged)."""
+    tool = domain.tool(step.tool) if step.kind == "call" else None
+    id_argument = bind(domain, tool).id_argument if tool is not None else None
+    if id_argument is None or str(step.arguments.get(id_argument)) != str(mine):
+        return step
+    return dataclasses.replace(step, arguments={**step.arguments, id_argument: other})
+
+
+def _names_record(domain: Domain, step: Step) -> bool:
+    tool = domain.tool(step.tool)
+    return tool is not None and bind(domain, tool).id_argument in step.arguments
+
+
 def _closing_at(steps: tuple[Step, ...]) -> int:
     return max(i for i, s in enumerate(steps) if s.kind == "say")
 
@@ -220,6 +236,12 @@ def mutants(domain: Domain, situation: Situation, state: State, steps: tuple[Ste
         yield made("closing_contradicts", _replace(steps, closing, Step("say", text=failure)))
     elif want.kind != "read" and not (want.handover_tool):
         yield made("closing_contradicts", _replace(steps, closing, Step("say", text=_pick(SUCCESS_WORDING, key))))
+    if not goal_met and want.kind not in ("none", "read") and want.forbidden_by != "policy" \
+            and want.handover_tool is None and other is not None and want.entity_id is not None:
+        moved = tuple(_renamed_record(domain, s, want.entity_id, other) for s in steps)
+        # Only where every call names a record: a lookup by other keys (an email) may still show the user's.
+        if moved != steps and all(_names_record(domain, s) for s in steps if s.kind == "call"):
+            yield made("found_out_on_other_record", moved)
     handed = any(s.kind == "call" and domain.tool(s.tool) is not None and domain.tool(s.tool).kind == "transfer"
                  for s in steps)
     if not handed:

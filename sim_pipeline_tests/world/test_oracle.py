@@ -139,6 +139,20 @@ def test_a_persistent_fault_is_found_by_trying(retail: Domain) -> None:
     assert not situation.want.reachable
     assert _run(retail, situation, state, []) == 0.0
     assert _run(retail, situation, state, [("get_order", {"order_id": situation.entity_id})]) == 1.0
+    # The same fault met on another record says nothing about the user's (a real agent's slip: it verified a
+    # different order, was refused, and told the user it could not help).
+    other = next(k for k in sorted(state["order"]) if k != situation.entity_id)
+    assert _run(retail, situation, state, [("get_order", {"order_id": other})],
+                reply="I'm sorry, I'm not permitted to do that from here.") == 0.0
+    # ...unless the user gave that number (a mistaken user): the tool is down for it too, and saying so is right.
+    mistaken = dataclasses.replace(situation, phrasings=(f"Could you look up my order? The order id is {other}.",))
+    assert _run(retail, mistaken, state, [("get_order", {"order_id": other})],
+                reply="I'm sorry, I'm not permitted to do that from here.") == 1.0
+    missing, missing_state = _situation(retail, "verify_customer", world_state="entity_missing",
+                                        tool_condition="permission_denied")
+    email = missing.facts.get("email", "someone@example.org")
+    assert _run(retail, missing, missing_state, [("verify_customer", {"order_id": other, "email": email})],
+                reply="I'm sorry, I'm not permitted to do that from here.") == 0.0
 
 
 def test_an_off_topic_request_must_be_declined(retail: Domain) -> None:
