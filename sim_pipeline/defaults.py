@@ -26,6 +26,8 @@ DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipp
 # and the YAML/JSON parsers and schema checks recurse once per level, towards Python's stack limit
 DEFINITION_MAX_VALUES = 100_000  # values a YAML file may expand to through aliases (the shipped ones hold < 2,000):
 # the bound stops an alias bomb before every later check walks it
+BENCH_CLI_HELP_REPEATS = 5  # `--help` and `python -c pass` timings per figure: the median of 5 shrugs off one slow
+# start on a busy 2-core machine
 
 # --- 01 Axes -------------------------------------------------------------------------------------
 STANCES: tuple[str, ...] = (
@@ -286,6 +288,8 @@ DECONTAMINATION_OVERLAP_SHARE = 0.5  # an opening whose n-grams are half inside 
 JUDGE_ONLY_MARKER = "<<judge-only>>"  # wraps judge prompts and rubrics; must never reach a training row
 # the marker, its closing form <</judge-only>> and [[JUDGE-ONLY]]-style variants, any case
 JUDGE_ONLY_PATTERN = r"(?:<<|\[\[)\s*/?\s*judge[-_ ]only\s*(?:>>|\]\])"
+CUT_POOL_CACHE_SIZE = 1  # train pools kept for the next cut (cut/pool.py): a run cuts one partition five times in a
+# row, so one pool saves four of five conversions and holds one partition's rows, not a backfill's
 
 # An external trainer (a registry version's `trainer:` command, issue 19): it gets a cut's export and prints a model.
 TRAINER_TIMEOUT_S = 6 * 3600  # a fine-tuning job that outlives a night's window is stuck; a version may set its own

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -267,22 +268,54 @@ def table_frame(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
+# id(frame) -> (a weak reference to the frame, the sha256 of the bytes it was read from): `read_digest`'s record.
+_READ_FROM: dict[int, tuple[weakref.ref, tuple[str | None, ...]]] = {}
+
+
+def _remember(frame: pd.DataFrame, digests: tuple[str | None, ...]) -> pd.DataFrame:
+    """Record which verified file contents `frame` was read from (forgotten when the frame is collected)."""
+    key = id(frame)
+
+    def forget(ref: weakref.ref) -> None:
+        if key in _READ_FROM and _READ_FROM[key][0] is ref:
+            del _READ_FROM[key]
+
+    _READ_FROM[key] = (weakref.ref(frame, forget), digests)
+    return frame
+
+
+def read_digest(frame: pd.DataFrame) -> tuple[str | None, ...] | None:
+    """The sha256 of each file `read_partitions` made this very frame from (None for an absent one), or None for any
+    other frame (one built by hand, or derived from a read one: a filtered copy is not the file).
+
+    A content key for work on the frame as read, such as the cuts' shared train pool: it holds while nobody edits the
+    frame in place, which a caller keying on it must not do."""
+    found = _READ_FROM.get(id(frame))
+    if found is None or found[0]() is not frame:
+        return None
+    return found[1]
+
+
 def read_partitions(paths: list[UPath], expected: dict[str, RecordedHash] | None = None, *,
                     sha256: dict[str, str] | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Concatenate the partitions that exist (each checked, with `expected[str(path)]` when its sidecar is
     missing); also return the ones that do not. `sha256`, when given, receives each read file's hash by path."""
     frames: list[pd.DataFrame] = []
     missing: list[str] = []
+    digests: list[str | None] = []
     for path in paths:
         if path.exists():
             frame, digest = read_verified(path, expected=(expected or {}).get(str(path)))
             frames.append(frame)
+            digests.append(digest)
             if sha256 is not None:
                 sha256[str(path)] = digest
         else:
             missing.append(str(path))
+            digests.append(None)
     frames = [f for f in frames if len(f)]
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), missing
+    combined = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return _remember(combined, tuple(digests)), missing
 
 
 def jsonable(value: Any) -> Any:

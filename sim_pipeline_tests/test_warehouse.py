@@ -178,3 +178,14 @@ def test_report_on_a_corrupt_partition_is_one_clear_line(tmp_path, capsys, monke
     assert main(["report", "--warehouse", str(tmp_path / "warehouse")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}") and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_read_digest_names_the_files_a_read_frame_came_from_and_nothing_else(tmp_path):
+    present = warehouse.partition_path(tmp_path, "d", "g", policy_version="v", seed=0)
+    warehouse.write_table(present, pd.DataFrame({"a": [1, 2]}))
+    absent = warehouse.partition_path(tmp_path, "d", "g", policy_version="v", seed=1)
+    frame, _ = warehouse.read_partitions([present, absent])
+    assert warehouse.read_digest(frame) == (warehouse.recorded_sha256(present), None)
+    assert warehouse.read_digest(frame[frame["a"] > 1]) is None  # a filtered copy is not the file
+    assert warehouse.read_digest(frame.copy()) is None
+    assert warehouse.read_digest(pd.DataFrame({"a": [1, 2]})) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +31,15 @@ class Cut:
 
 
 def build_cut(name: str, rollouts: pd.DataFrame, grades: pd.DataFrame, *, tools: list[dict[str, Any]],
-              judge_trusted: bool, opt_out: bool) -> Cut:
-    """Build one cut from a partition's rollouts and grades and gate it."""
+              judge_trusted: bool, opt_out: bool, pool_key: Hashable | None = None) -> Cut:
+    """Build one cut from a partition's rollouts and grades and gate it.
+
+    `pool_key` names the content of the rollouts and grades as read (train_pool's `key`): the cuts of one partition
+    then share one conversion of its rollouts."""
     heldout = rollouts[rollouts["split"] == "heldout"] if len(rollouts) else rollouts
     ids = set(heldout["situation_id"]) if len(heldout) else set()
     openings = opening_texts(heldout) if len(heldout) else []
-    kwargs = {"heldout_situation_ids": ids, "heldout_openings": openings}
+    kwargs = {"heldout_situation_ids": ids, "heldout_openings": openings, "pool_key": pool_key}
     metadata: dict[str, Any] = {}
     if name == "sft":
         table = select_for_sft(rollouts, grades, tools=tools, **kwargs)

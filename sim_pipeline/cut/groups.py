@@ -8,7 +8,7 @@ would bias the group mean). Groups are ordered round-robin over tool_condition s
 cut mixes fault kinds.
 """
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import pandas as pd
 
@@ -29,10 +29,12 @@ def select_for_rl(
     *,
     heldout_situation_ids: Iterable[str] = (),
     heldout_openings: Iterable[str] = (),
+    pool_key: Hashable | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Whole mixed groups for GRPO, one row per rollout, and counts of mixed, all-pass and all-fail groups."""
     pool = train_pool(
-        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings
+        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings,
+        key=pool_key,
     )
     rows = pool.rows.copy()
     rows["passed"] = rows["reward"] == defaults.PASS_REWARD

@@ -7,7 +7,8 @@ A prompt is one (policy_version, seed, situation_id, phrasing_index): the sample
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,14 +93,46 @@ def graded_mask(grades: pd.DataFrame) -> np.ndarray:
     return np.isfinite(reward) & status_ok
 
 
+# (content key, held-out ids, held-out openings) -> the pool built from them: the five cuts of a partition share one.
+_POOLS: OrderedDict[Hashable, TrainPool] = OrderedDict()
+
+
 def train_pool(
     rollouts: pd.DataFrame,
     grades: pd.DataFrame,
     *,
     heldout_situation_ids: Iterable[str] = (),
     heldout_openings: Iterable[str] = (),
+    key: Hashable | None = None,
 ) -> TrainPool:
-    """Join rollouts to grades and keep graded train rows that leak nothing held out, in wire format."""
+    """Join rollouts to grades and keep graded train rows that leak nothing held out, in wire format.
+
+    `key`, when given, names the content of `rollouts` and `grades` (the sha256 of the files they were read from):
+    a later call with the same key and held-out sets gets a copy of the pool built the first time, so the cuts of
+    one partition convert its rollouts to Python once. Rows a caller built or edited must not pass a key."""
+    if key is None:
+        return _train_pool(rollouts, grades, heldout_situation_ids=heldout_situation_ids,
+                           heldout_openings=heldout_openings)
+    ids, openings = frozenset(heldout_situation_ids), tuple(heldout_openings)
+    full_key = (key, ids, openings)
+    pool = _POOLS.get(full_key)
+    if pool is None:
+        pool = _train_pool(rollouts, grades, heldout_situation_ids=ids, heldout_openings=openings)
+        _POOLS[full_key] = pool
+        while len(_POOLS) > defaults.CUT_POOL_CACHE_SIZE:
+            _POOLS.popitem(last=False)
+    # A copy per cut: a cut that adds or reorders columns does not change the next cut's pool.
+    return TrainPool(rows=pool.rows.copy(), removed=dict(pool.removed), train_group_sizes=pool.train_group_sizes.copy())
+
+
+def _train_pool(
+    rollouts: pd.DataFrame,
+    grades: pd.DataFrame,
+    *,
+    heldout_situation_ids: Iterable[str],
+    heldout_openings: Iterable[str],
+) -> TrainPool:
+    """train_pool, computed."""
     require_columns(rollouts, ROLLOUT_COLUMNS, name="rollouts")
     require_columns(grades, GRADE_COLUMNS, name="grades")
     for name, frame in (("rollouts", rollouts), ("grades", grades)):

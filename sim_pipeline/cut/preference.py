@@ -7,7 +7,7 @@ rejected row closest in length, length being the characters the assistant wrote 
 in most pairs.
 """
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -70,10 +70,12 @@ def build_preference_pairs(
     margin: float = defaults.DPO_MARGIN,
     heldout_situation_ids: Iterable[str] = (),
     heldout_openings: Iterable[str] = (),
+    pool_key: Hashable | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """DPO pairs (one per chosen row, its closest-length rejected row) and metadata with a length warning."""
     pool = train_pool(
-        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings
+        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings,
+        key=pool_key,
     )
     pairs = candidate_pairs(pool.rows, margin=margin)
     pairs["abs_length_delta"] = pairs["length_delta"].abs()

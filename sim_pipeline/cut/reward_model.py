@@ -7,7 +7,7 @@ graded reward difference (1.0 pass over fail, 0.5 where one side earned half cre
 adds to its loss.
 """
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import pandas as pd
 
@@ -32,10 +32,12 @@ def reward_model_set(
     margin: float = defaults.RM_MARGIN,
     heldout_situation_ids: Iterable[str] = (),
     heldout_openings: Iterable[str] = (),
+    pool_key: Hashable | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Pointwise rows (one per graded train rollout) and pairwise rows (rewards differing by >= margin)."""
     rows = train_pool(
-        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings
+        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings,
+        key=pool_key,
     ).rows
     pointwise = rows.reindex(columns=POINTWISE_COLUMNS).sort_values(PROMPT_KEYS + ["rollout_id"])
     pairs = attach_messages(candidate_pairs(rows, margin=margin), rows)

@@ -8,7 +8,7 @@ fewest tokens, then the smallest rollout_id, so the choice is deterministic. Eac
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import pandas as pd
@@ -33,12 +33,14 @@ def select_for_sft(
     max_per_situation: int | None = defaults.SFT_MAX_PER_SITUATION,
     heldout_situation_ids: Iterable[str] = (),
     heldout_openings: Iterable[str] = (),
+    pool_key: Hashable | None = None,
 ) -> pd.DataFrame:
     """One passing train conversation per prompt, ready for chat fine-tuning, sorted by prompt."""
     if max_per_situation is not None and max_per_situation < 1:
         raise CutError(f"max_per_situation must be at least 1 or None, got {max_per_situation}")
     pool = train_pool(
-        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings
+        rollouts, grades, heldout_situation_ids=heldout_situation_ids, heldout_openings=heldout_openings,
+        key=pool_key,
     ).rows
     passing = pool[(pool["reward"] == defaults.PASS_REWARD) & pool["status"].isin(defaults.SFT_STATUSES)]
     best = (

@@ -14,7 +14,7 @@ from sim_pipeline.defs.metadata import step_tag
 from sim_pipeline.defs.partitions import split_key
 from sim_pipeline.defs.resources import RegistryResource, WarehouseResource
 from sim_pipeline.domain import Domain
-from sim_pipeline.warehouse import jsonable
+from sim_pipeline.warehouse import jsonable, read_digest
 
 DESCRIPTIONS = {
     "sft": "SFT rows: the best reward-1 train rollout per prompt, loss mask on assistant turns.",
@@ -43,8 +43,10 @@ def cut_asset(domain_name: str, step: str, domain: Domain, partitions: dg.MultiP
         slug, seed = split_key(context.partition_key)
         version = registry.version(slug)
         trusted = checks.recorded_verdict(grades, version) == "trusted"  # the verdict the judge_trust check gave
+        # The inputs as the IO manager read them (verified files, not edited here): the five cuts share one pool.
+        read = (read_digest(rollouts), read_digest(grades))
         cut = build_cut(step, rollouts, grades, tools=domain.tool_schemas, judge_trusted=trusted,
-                        opt_out=version.judge_trust_opt_out)
+                        opt_out=version.judge_trust_opt_out, pool_key=read if None not in read else None)
         if cut.gate.passed:
             yield dg.Output(cut.table, metadata={"rows": len(cut.table), "judge_trusted": trusted,
                                                  "report": dg.MetadataValue.json(jsonable(cut.metadata))})

@@ -14,7 +14,6 @@ from sim_pipeline.defs.metadata import step_tag, table_metadata
 from sim_pipeline.defs.partitions import split_key
 from sim_pipeline.defs.resources import RegistryResource, WarehouseResource
 from sim_pipeline.domain import Domain
-from sim_pipeline.measure.plots import plot_loss_curves, png_markdown
 from sim_pipeline.measure.text_charts import loss_chart
 from sim_pipeline.situation import Situation
 from sim_pipeline.protocol.train_methods import CUT_OF_METHOD
@@ -45,6 +44,8 @@ def trained_policy_asset(name: str, domain: Domain, partitions: dg.MultiPartitio
                              cut_sha256=hashes)
         trained = table[table["status"] == TRAINED]
         curves = {m: json.loads(losses) for m, losses in zip(trained["method"], trained["losses"]) if losses != "[]"}
+        from sim_pipeline.measure.plots import plot_loss_curves, png_markdown  # matplotlib: only when drawing
+
         return dg.Output(table, metadata={
             "trained": dg.MetadataValue.json(dict(zip(trained["method"], trained["model"]))),
             "methods": table_metadata(table[list(TRAINED_UI_COLUMNS)]),

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from sim_pipeline.defaults import (
     JUDGE_PROBE_CASES,
@@ -274,7 +273,12 @@ def check_filler(grades: pd.DataFrame) -> CheckResult:
     up = int(((both["judge_reward"] == 0) & (both[FILLER] == 1)).sum())
     down = int(((both["judge_reward"] == 1) & (both[FILLER] == 0)).sum())
     net = (up - down) / len(both) if len(both) else float("nan")
-    p = float(sps.binomtest(up, up + down, 0.5).pvalue) if up + down else 1.0
+    if up + down:
+        from scipy import stats as sps  # scipy.stats costs ~3 s and ~45 MB to import: paid where a flip is tested
+
+        p = float(sps.binomtest(up, up + down, 0.5).pvalue)
+    else:
+        p = 1.0
     measured: dict[str, float | str] = {"filler_n": len(both), "filler_to_pass": up, "filler_to_fail": down,
                                         "filler_net_rate": net, "filler_sign_p": p}
     if not len(both) or p >= GATE_TEST_ALPHA or abs(net) < JUDGE_TRUST_MAX_FILLER_NET:

@@ -19,7 +19,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as sps
 
 from sim_pipeline.defaults import RATE_BOUND_MAX_TRIALS
 
@@ -44,6 +43,8 @@ def bound_rate(bad: float, n: float, *, tolerated: float, limit: float, alpha: f
     if n <= 0:
         return RateBound(float("nan"), 0.0, 1.0, 0.0, UNDECIDED, needed)
     bad = min(max(float(bad), 0.0), float(n))
+    from scipy import stats as sps  # scipy.stats costs ~3 s and ~45 MB to import: paid where a bound is computed
+
     high = 1.0 if bad >= n else float(sps.beta.ppf(1.0 - beta, bad + 1.0, n - bad))
     low = lower_bound(bad, n, alpha)
     decision = WITHIN if high < limit else OVER if low > tolerated else UNDECIDED
@@ -52,6 +53,8 @@ def bound_rate(bad: float, n: float, *, tolerated: float, limit: float, alpha: f
 
 def lower_bound(bad: float, n: float, alpha: float) -> float:
     """The one-sided Clopper-Pearson lower bound at confidence 1 - alpha (0 with no bad event)."""
+    from scipy import stats as sps  # see bound_rate
+
     return 0.0 if bad <= 0 or n <= 0 else float(sps.beta.ppf(alpha, bad, n - bad + 1.0))
 
 
@@ -65,6 +68,8 @@ def decisive_trials(tolerated: float, limit: float, alpha: float, beta: float) -
     """
     if not 0.0 <= tolerated < limit <= 1.0:
         raise ValueError(f"tolerated {tolerated} must be below limit {limit}, both in [0, 1]")
+    from scipy import stats as sps  # see bound_rate
+
     n = np.arange(1, RATE_BOUND_MAX_TRIALS + 1)
     within = sps.binom.ppf(beta, n, limit) - 1
     ok = (within >= 0) & (sps.binom.cdf(within, n, tolerated) >= 1.0 - alpha)

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from sim_pipeline.axes import AXIS_NAMES
 from sim_pipeline.defaults import BOOTSTRAP_RESAMPLES, DELTA_SLICE_MIN_TASKS
@@ -70,5 +69,7 @@ def _false_discovery_q(p_values: np.ndarray) -> np.ndarray:
     out = np.full(p_values.shape, np.nan)
     tested = np.isfinite(p_values)
     if tested.any():
+        from scipy import stats  # scipy.stats costs ~3 s and ~45 MB to import: paid where a q-value is computed
+
         out[tested] = stats.false_discovery_control(p_values[tested], method="bh")
     return out

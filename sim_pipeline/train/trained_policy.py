@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -27,7 +27,9 @@ from sim_pipeline.seeding import canonical_json
 from sim_pipeline.situation import Situation
 from sim_pipeline.protocol.train_methods import CUT_OF_METHOD, TRAIN_METHODS
 from sim_pipeline.train.external import run_trainer
-from sim_pipeline.train.fit import FitResult, fit_cut
+
+if TYPE_CHECKING:  # scipy.optimize (~1 s, tens of MB) is imported when a cut is fitted, not at load
+    from sim_pipeline.train.fit import FitResult
 
 TRAINED_COLUMNS = [
     "policy_version", "seed", "method", "cut", "status", "reason", "model", "trainer", "source_model",
@@ -92,6 +94,8 @@ def train_policy(version: PolicyVersion, seed: str, cuts: Mapping[str, pd.DataFr
         elif table is None or not len(table):
             row["reason"] = f"the {cut} cut has no rows for this partition (empty, or refused by its publish gate)"
         elif profile is not None:
+            from sim_pipeline.train.fit import fit_cut
+
             fit = fit_cut(cut, table, profile, tools=tools)
             if fit.scored_turns == 0:
                 row["reason"] = f"no turn of the {cut} cut is one the embedded agent could have written"

@@ -1,7 +1,9 @@
 """Run every benchmark module (bench_*.py) and write one JSON object per figure to .bench/results.jsonl.
 
-Each module exposes `figures() -> list[dict]`; a figure has `name`, `value`, `unit` and, where it is compared
-with a baseline measured in the same run, `baseline_name`, `baseline_value` and `ratio` (value / baseline).
+Each module exposes `figures() -> list[dict]`, and may add functions named `figures_<what>()` that run after it, in
+name order (two figures of one module are then added without touching each other's code); a figure has `name`,
+`value`, `unit` and, where it is compared with a baseline measured in the same run, `baseline_name`, `baseline_value`
+and `ratio` (value / baseline).
 """
 
 import importlib
@@ -23,7 +25,8 @@ def main(argv: list[str]) -> int:
         if wanted and name not in wanted and name.removeprefix("bench_") not in wanted:
             continue
         module = importlib.import_module(f"sim_pipeline_tests.bench.{name}")
-        for figure in module.figures():
+        functions = ["figures", *sorted(n for n in dir(module) if n.startswith("figures_"))]
+        for figure in [f for function in functions for f in getattr(module, function)()]:
             rows.append(figure)
             ratio = f"  ratio {figure['ratio']:.3g} vs {figure['baseline_name']}" if "ratio" in figure else ""
             print(f"{figure['name']:<55} {figure['value']:>12.4g} {figure['unit']}{ratio}", flush=True)
