@@ -41,16 +41,16 @@ DAGSTER_HOME_NOTE = "the runs are recorded in the Dagster instance at $DAGSTER_H
 
 
 def _instance():
-    import dagster as dg
-
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text(INSTANCE_CONFIG.read_text())
-    instance = dg.DagsterInstance.get()
+    from sim_pipeline.defs.event_log import local_instance
     from sim_pipeline.defs.launch import fail_orphaned_runs
 
+    instance = local_instance(home)
+    atexit.register(instance.dispose)  # closes the event log's kept connections (checkpointing their files)
     for line in fail_orphaned_runs(instance):
         print(f"note: {line}", file=sys.stderr)
     return instance

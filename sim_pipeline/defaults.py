@@ -21,6 +21,8 @@ SEEDS_TEXT_SHOWN = 40  # characters of a bad --seeds value an error quotes (long
 STOP_LINE_CHARS = 500  # a stopped run's cause in the summary: the breaker's message fits; the UI has the rest
 PARTITION_POLL_SECONDS = 5.0  # how often `sim-pipeline run --wait` reads the instance for a daemon-launched run of
 # its partition to end: such a run takes tens of seconds or more
+EVENT_LOG_KEPT_RUN_SHARDS = 4  # run event-log files whose sqlite connection a sim-pipeline command keeps open: it
+# writes one run at a time (and reads back the one before), so a few cover it; each kept one holds a file handle
 SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
 DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipped ones reach 10): deeper is a mistake,
 # and the YAML/JSON parsers and schema checks recurse once per level, towards Python's stack limit
