@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sim_pipeline import defaults
+from sim_pipeline.cli_view import cmd_view
 from sim_pipeline.errors import SimPipelineError
 
 if TYPE_CHECKING:
@@ -437,6 +438,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: a whole number 0..65535 (0: any free port)")
+    return value
+
+
 class _SeedsAction(argparse.Action):
     """--seeds (and its alias --seed): one value per flag, in seed_spec's syntax; the flag given twice adds up.
 
@@ -485,13 +496,6 @@ def _leaves(command: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     if not groups:
         return [command]
     return [leaf for group in groups for sub in dict.fromkeys(group.choices.values()) for leaf in _leaves(sub)]
-
-
-def cmd_view(args: argparse.Namespace) -> int:
-    """`view`: the HTML report (sim_pipeline/cli_view.py)."""
-    from sim_pipeline.cli_view import cmd_view as write_view
-
-    return write_view(args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -628,14 +632,20 @@ def parser() -> argparse.ArgumentParser:
     mcp.set_defaults(fn=cmd_pack_from_mcp)
     view = _verb(verbs, "view", "write one self-contained HTML file (open it from disk, no network): the ship line, "
                  "the delta with a forest plot, pass@k curves, slices, world fit, judge trust, cut sizes and every "
-                 "transcript with filters", ["sim-pipeline view --domain retail --out report.html"],
-                 "the HTML file --out names (default report.html); stale figures are marked as `report` marks them")
+                 "transcript with filters", ["sim-pipeline view --domain retail --out report.html",
+                                             "sim-pipeline view --domain retail --serve --port 8765"],
+                 "the HTML file --out names (default report.html); stale figures are marked as `report` marks them; "
+                 "with --serve, also served at the http://127.0.0.1:PORT/ URL it prints, until Ctrl-C")
     view.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
     _seeds_option(view, ["0"], "(default 0)", alias=False)
     view.add_argument("--out", default="report.html", help="the HTML file to write (default report.html)")
     view.add_argument("--warehouse", default=os.environ.get("SIM_PIPELINE_WAREHOUSE", "data/warehouse"),
                       help=WAREHOUSE_HELP)
     view.add_argument(UNVERIFIED_FLAG, action="store_true", help=UNVERIFIED_HELP)
+    view.add_argument("--serve", action="store_true", help="after writing the file, serve it on 127.0.0.1 only (this "
+                      "machine; never 0.0.0.0) and print its URL; Ctrl-C stops")
+    view.add_argument("--port", type=_port, help=f"the port --serve listens on (default {defaults.VIEW_PORT}: a free "
+                      "port, which the printed URL names)")
     view.set_defaults(fn=cmd_view)
     for leaf in _leaves(top):  # every verb and action, those registered above included, reads the same registry
         leaf.add_argument("--registry", metavar="FILE", help=REGISTRY_HELP)

@@ -17,6 +17,8 @@ MCP_LIST_TIMEOUT_S = 120.0  # `pack from-mcp`: starting a server (an `npx`/`uvx`
 # listing its tools; a server silent this long is not answering
 MCP_LIST_MAX_PAGES = 100  # tools/list pages `pack from-mcp` follows (a page holds tens of tools): a paginator that
 # never ends cannot hang the import
+VIEW_HOST = "127.0.0.1"  # `view --serve` listens on loopback only: transcripts and hidden facts stay on this machine
+VIEW_PORT = 0  # `view --serve` port when --port is not given: 0 lets the OS pick a free one, so two views never collide
 SEEDS_TEXT_SHOWN = 40  # characters of a bad --seeds value an error quotes (longer ones end in '...')
 STOP_LINE_CHARS = 500  # a stopped run's cause in the summary: the breaker's message fits; the UI has the rest
 PARTITION_POLL_SECONDS = 5.0  # how often `sim-pipeline run --wait` reads the instance for a daemon-launched run of
