@@ -7,6 +7,7 @@ here exactly as `sim-pipeline report` marks it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -113,6 +114,8 @@ class ViewData:
     transcripts: list[dict[str, Any]]
     lineage: list[str]  # the text summary's stale/unrecorded lines, as it prints them
     filter_options: dict[str, list[str]]
+    # Each distinct system prompt once, by key (share_system_prompts): a transcript's system message names its key.
+    system_prompts: dict[str, str] = field(default_factory=dict)
 
 
 def _read(base: str, domain: str, asset: str, **parts: str) -> pd.DataFrame | None:
@@ -300,6 +303,37 @@ def transcripts(base: str, domain: str, seed: str, versions: list[PolicyVersion]
     return rows
 
 
+def prompt_key(text: str) -> str:
+    """A system prompt's key: a hash of its text (16 hex digits: a collision among a page's few prompts is
+    negligible), the same in every build, so a page's bytes do not depend on the order rows are read."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def share_system_prompts(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Move each system message's text into one store, leaving its key (`prompt`) and length (`chars`) in place.
+
+    Every rollout of a version repeats the same agent prompt (~2.7 kB for retail, over 1,000 rollouts a run), so the
+    page keeps each distinct text once and shows it when a transcript's system message is opened."""
+    store: dict[str, str] = {}
+    for row in rows:
+        for message in row["messages"]:
+            if message["role"] == "system" and message.get("prompt") is None:
+                text = message["content"] or ""
+                key = prompt_key(text)
+                store.setdefault(key, text)
+                message.update(prompt=key, chars=len(text), content=None)
+    return store
+
+
+def prompt_uses(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Per system prompt key, how many transcripts open with it."""
+    uses: dict[str, int] = {}
+    for row in rows:
+        for key in {m["prompt"] for m in row["messages"] if m.get("prompt")}:
+            uses[key] = uses.get(key, 0) + 1
+    return uses
+
+
 def filter_options(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Per filter, the values the rows hold (sorted), which the page offers."""
     return {key: sorted({str(r[key]) for r in rows if r.get(key) is not None}) for key, _ in FILTERS}
@@ -320,7 +354,9 @@ def assemble(base: str, domain: str, seeds: list[str], versions: list[PolicyVers
     for view in deltas:
         view.ship = decisions.get(view.candidate)
     rows = [row for seed in seeds for row in transcripts(base, domain, seed, versions)]
-    return ViewData(domain, list(seeds), views, deltas, rows, list(dict.fromkeys(lines)), filter_options(rows))
+    prompts = share_system_prompts(rows)
+    return ViewData(domain, list(seeds), views, deltas, rows, list(dict.fromkeys(lines)), filter_options(rows),
+                    prompts)
 
 
 def counts(rows: list[dict[str, Any]], **match: Any) -> int:
@@ -330,4 +366,4 @@ def counts(rows: list[dict[str, Any]], **match: Any) -> int:
 
 
 __all__ = ["DISAGREES", "FILTERS", "STALE_MARK", "DeltaView", "ViewData", "VersionView", "assemble", "counts",
-           "filter_options"]
+           "filter_options", "prompt_key", "prompt_uses", "share_system_prompts"]

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 
-from sim_pipeline.view.assemble import DISAGREES, FILTERS, STALE_MARK, DeltaView, VersionView, ViewData
+from sim_pipeline.view.assemble import DISAGREES, FILTERS, STALE_MARK, DeltaView, VersionView, ViewData, prompt_uses
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#6e7781", "INSUFFICIENT DATA": "#afb8c1"}
 ARROWS = {"higher_is_better": "higher is better", "lower_is_better": "lower is better"}
@@ -95,7 +95,8 @@ def render(data: ViewData) -> str:
             charts["curves"][(view.slug, view.seed)] = curves(view)
     return _environment().get_template("report.html.j2").render(
         data=data, charts=charts, plotly_js=plotly.offline.get_plotlyjs(), filters=FILTERS, disagrees=DISAGREES,
-        stale_mark=STALE_MARK, axis_labels=AXIS_LABELS, arrows=ARROWS, colours=VERDICT_COLOURS)
+        stale_mark=STALE_MARK, axis_labels=AXIS_LABELS, arrows=ARROWS, colours=VERDICT_COLOURS,
+        prompt_uses=prompt_uses(data.transcripts))
 
 
 def write(data: ViewData, out: Path) -> Path:

@@ -127,3 +127,20 @@ def test_the_page_leads_each_delta_with_the_summarys_ship_line(view_file, data):
     for d in decisions:
         assert f'data-candidate="{d.candidate}" data-decision="{d.decision}"' in page
         assert html_lib.escape(d.reason, quote=False) in page
+
+
+def test_each_system_prompt_is_kept_once_and_named_by_its_transcripts(data, two_version_run):
+    from sim_pipeline.view.assemble import prompt_key, prompt_uses
+
+    rollouts = _table(two_version_run[0], "rollouts", "agent-v1")
+    texts = {m[0]["content"] for m in rollouts["messages"]}
+    assert texts <= set(data.system_prompts.values()) and data.system_prompts
+    for row in data.transcripts:
+        system = [m for m in row["messages"] if m["role"] == "system"]
+        assert len(system) == 1 and system[0]["content"] is None
+        assert system[0]["chars"] == len(data.system_prompts[system[0]["prompt"]])
+    assert sum(prompt_uses(data.transcripts).values()) == len(data.transcripts)
+    assert {prompt_key(t) for t in data.system_prompts.values()} == set(data.system_prompts)
+    html = render(data)
+    assert html.count('id="prompt-') == len(data.system_prompts) < len(data.transcripts)
+

@@ -5,6 +5,7 @@ Needs Debian's chromium (`apt-get install -y chromium`) and the playwright packa
 download: playwright drives /usr/bin/chromium.
 """
 
+import html as html_lib
 import json
 import os
 from pathlib import Path
@@ -110,3 +111,22 @@ def test_the_charts_hold_the_numbers_the_tables_print(page):
     for trace in curve:
         printed_values = [c[2] for c in cells if c[1] == trace["name"]]
         assert printed_values == [f"{y:.3f}" for y in trace["y"]]
+
+
+def test_an_opened_transcript_shows_its_system_prompt_kept_once_in_the_page(page, view_file):
+    from sim_pipeline import warehouse
+
+    tab, _ = page
+    path = warehouse.partition_path(str(view_file[1]), "retail", "rollouts", policy_version="agent-v2", seed="0")
+    rollout = warehouse.read_table(path).iloc[-1]
+    prompt = rollout["messages"][0]["content"]
+    assert rollout["messages"][0]["role"] == "system" and len(prompt) > 100
+    html = view_file[0].read_text(encoding="utf-8")
+    assert html.count(html_lib.escape(prompt.splitlines()[0], quote=False)) == 1  # kept once, not per transcript
+    item = tab.locator(f"#t-agent-v2-{rollout['rollout_id']}")
+    item.locator(":scope > summary").click()
+    system = item.locator("details.msg.system")
+    assert system.locator(".content").text_content() == ""  # filled on demand
+    system.locator(":scope > summary").click()
+    assert system.locator(".content").is_visible()
+    assert system.locator(".content").text_content() == prompt
