@@ -40,9 +40,9 @@ USER_ACTION_TOOL: dict[str, Any] = {
 }
 USER_ACTION_CHOICE: dict[str, Any] = {"type": "function", "function": {"name": USER_ACTION}}
 
-# Why a conversation ended (the rollout's finish_reason).
-FINISH_GOAL_REACHED = "goal_reached"  # the world shows the user's goal met after the agent replied
-FINISH_TRANSFERRED = "transferred"  # the agent handed the conversation to a human (a transfer tool answered ok)
+# Why a conversation ended (the rollout's finish_reason); what each means, in words: protocol/endings.py.
+FINISH_GOAL_REACHED = "goal_reached"
+FINISH_TRANSFERRED = "transferred"
 FINISH_USER_SATISFIED = "user_satisfied"
 FINISH_USER_LEFT = "user_left"
 FINISH_TURN_CAP = "turn_cap"

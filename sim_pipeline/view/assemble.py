@@ -37,6 +37,7 @@ from sim_pipeline.measure.delta import GUARDED_REASON
 from sim_pipeline.measure.passat import pass_curve
 from sim_pipeline.measure.ship import ShipDecision
 from sim_pipeline.measure.slices import delta_slices
+from sim_pipeline.protocol.endings import ENDINGS, meaning
 from sim_pipeline.registry import PolicyVersion
 from sim_pipeline.report import STALE_MARK, VersionSummary, lineage_lines, ship_decisions, standing, version_summary
 from sim_pipeline.rollout.world_fit import fit_problems, fit_sentence
@@ -334,6 +335,20 @@ def prompt_uses(rows: list[dict[str, Any]]) -> dict[str, int]:
     return uses
 
 
+def ending_rows(rows: list[dict[str, Any]], versions: list[str]) -> list[dict[str, Any]]:
+    """How the conversations ended: per finish reason (the protocol's order, then any other the rows hold), its
+    statuses, meaning (protocol/endings.py) and count per version; reasons no row holds are kept (the legend)."""
+    found: dict[str, dict[str, int]] = {}
+    for r in rows:
+        per_version = found.setdefault(str(r.get("finish_reason")), {})
+        per_version[r["version"]] = per_version.get(r["version"], 0) + 1
+    known = [e.finish_reason for e in ENDINGS]
+    statuses = {e.finish_reason: e.statuses for e in ENDINGS}
+    return [{"finish_reason": reason, "statuses": list(statuses.get(reason, ())), "meaning": meaning(reason),
+             "counts": [found.get(reason, {}).get(v, 0) for v in versions]}
+            for reason in [*known, *sorted(set(found) - set(known))]]
+
+
 def filter_options(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Per filter, the values the rows hold (sorted), which the page offers."""
     return {key: sorted({str(r[key]) for r in rows if r.get(key) is not None}) for key, _ in FILTERS}
@@ -366,4 +381,4 @@ def counts(rows: list[dict[str, Any]], **match: Any) -> int:
 
 
 __all__ = ["DISAGREES", "FILTERS", "STALE_MARK", "DeltaView", "ViewData", "VersionView", "assemble", "counts",
-           "filter_options", "prompt_key", "prompt_uses", "share_system_prompts"]
+           "ending_rows", "filter_options", "prompt_key", "prompt_uses", "share_system_prompts"]

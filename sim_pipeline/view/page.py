@@ -4,16 +4,18 @@ figures whose library is inlined once, so the file opens from disk with no netwo
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 
-from sim_pipeline.view.assemble import DISAGREES, FILTERS, STALE_MARK, DeltaView, VersionView, ViewData, prompt_uses
+from sim_pipeline.view.assemble import DISAGREES, FILTERS, STALE_MARK, DeltaView, VersionView, ViewData, ending_rows, prompt_uses
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#6e7781", "INSUFFICIENT DATA": "#afb8c1"}
 ARROWS = {"higher_is_better": "higher is better", "lower_is_better": "lower is better"}
@@ -75,12 +77,23 @@ def slice_chart(delta: DeltaView, axis: str, rows: pd.DataFrame) -> str:
     return _html(fig, f"slices-{delta.candidate}-{axis}")
 
 
+def _code(text: str) -> markupsafe.Markup:
+    """A protocol sentence with its `names` as <code> (escaped first: only the <code> tags are markup)."""
+    return markupsafe.Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text))))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("sim_pipeline.view", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = lambda v, spec=".3f": "n/a" if v is None or v != v else format(v, spec)
+    env.filters["code"] = _code
     env.filters["pct"] = lambda v: "n/a" if v is None or v != v else f"{v:.1%}"
     return env
+
+
+def _versions(data: ViewData) -> list[str]:
+    """The versions shown, in the page's order (each once)."""
+    return list(dict.fromkeys(v.slug for v in data.versions))
 
 
 def render(data: ViewData) -> str:
@@ -96,7 +109,8 @@ def render(data: ViewData) -> str:
     return _environment().get_template("report.html.j2").render(
         data=data, charts=charts, plotly_js=plotly.offline.get_plotlyjs(), filters=FILTERS, disagrees=DISAGREES,
         stale_mark=STALE_MARK, axis_labels=AXIS_LABELS, arrows=ARROWS, colours=VERDICT_COLOURS,
-        prompt_uses=prompt_uses(data.transcripts))
+        prompt_uses=prompt_uses(data.transcripts), ending_versions=(versions := _versions(data)),
+        endings=ending_rows(data.transcripts, versions))
 
 
 def write(data: ViewData, out: Path) -> Path:

@@ -144,3 +144,19 @@ def test_each_system_prompt_is_kept_once_and_named_by_its_transcripts(data, two_
     html = render(data)
     assert html.count('id="prompt-') == len(data.system_prompts) < len(data.transcripts)
 
+
+def test_the_endings_legend_counts_each_finish_reason_and_explains_it(data, two_version_run, view_file):
+    import html as html_lib
+
+    from sim_pipeline.protocol.endings import ENDINGS, meaning
+    from sim_pipeline.view.assemble import ending_rows
+
+    rows = ending_rows(data.transcripts, ["agent-v1", "agent-v2"])
+    assert [r["finish_reason"] for r in rows][:len(ENDINGS)] == [e.finish_reason for e in ENDINGS]
+    for i, version in enumerate(["agent-v1", "agent-v2"]):
+        written = _table(two_version_run[0], "rollouts", version)["finish_reason"].value_counts().to_dict()
+        assert {r["finish_reason"]: r["counts"][i] for r in rows if r["counts"][i]} == written
+    page = view_file[0].read_text(encoding="utf-8")
+    legend = re.search(r'<tr id="ending-user_left".*?</tr>', page, re.S).group(0)
+    assert html_lib.escape(meaning("user_left").split("`")[0]) in legend and "<code>leave</code>" in legend
+    assert page.count('href="#ending-') == len(data.transcripts)
