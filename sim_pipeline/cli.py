@@ -108,7 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for pair in confusable_pairs(domain):
             print(f"warning: {pair.sentence}", file=sys.stderr)
     sizes = {key: value for key, value in (("max_situations", args.situations), ("n_phrasings", args.phrasings),
-                                           ("train_samples", args.samples), ("heldout_samples", args.heldout_samples))
+                                           ("train_samples", args.samples), ("heldout_samples", args.heldout_samples),
+                                           ("search_budget_rows", args.search_budget))
              if value is not None}
     if args.samples is not None:
         sizes["probe_samples"] = 0  # an explicit sample count is what runs: no probe-then-fill
@@ -528,6 +529,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--samples", type=_positive, help="samples per train situation and opening (default: the mode's)")
     run.add_argument("--heldout-samples", type=_positive,
                      help=f"samples per held-out situation (default {defaults.HELDOUT_SAMPLES})")
+    run.add_argument("--search-budget", type=_positive, metavar="ROWS",
+                     help=f"train rollouts per seed and version at which the search stops (default "
+                          f"{defaults.SEARCH_BUDGET_ROWS}; it may stop sooner, saturated or with every planned cell "
+                          "filled). --samples alone spends the same budget on fewer situations: scale both to scale "
+                          "the train rollouts, e.g. --samples 8 --search-budget 800 for twice --samples 4")
     run.add_argument("--concurrency", type=_positive,
                      help=f"model calls in flight at once (default {defaults.GATEWAY_CONCURRENCY}); the rows do not "
                           "depend on it")

@@ -758,3 +758,33 @@ def test_policies_list_is_a_table_with_a_header_whose_columns_line_up_however_lo
                      LONG_VERSION: [LONG_DOMAIN, LONG_VERSION, "-", "sim/agent-v1", "sim/user", "sim/judge"]}
     for row in rows:  # every cell starts at its column, after a gap: no value runs into the next column
         assert all(row[start - 1] == " " and row[start] != " " for start in columns[1:]), row
+
+
+def test_doubling_the_search_budget_doubles_the_search_rollouts(tmp_path, monkeypatch, capsys):
+    """Issue 32 item 5: --samples alone spends the same budget on fewer situations; --search-budget scales it."""
+    from sim_pipeline import defaults, warehouse
+
+    monkeypatch.chdir(tmp_path)  # the model cache goes to data/cache under the working directory
+    train, stops = {}, {}
+    for budget in (16, 32):
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / f"dagster_home_{budget}"))
+        base = tmp_path / f"warehouse_{budget}"
+        assert main(["run", "--domain", "retail", "--versions", "agent-v1", "--situations", "12", "--samples", "1",
+                     "--heldout-samples", "1", "--search-budget", str(budget), "--warehouse", str(base),
+                     "--allow-failed-checks"]) == 0
+        part = {"policy_version": "agent-v1", "seed": "0"}
+        rows = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", **part))
+        train[budget] = int((rows["split"] == "train").sum())
+        stops[budget] = set(warehouse.read_table(warehouse.partition_path(base, "retail", "search", **part))
+                            ["stop_reason"])
+    capsys.readouterr()
+    batch_rows = defaults.SEARCH_BATCH_SITUATIONS  # one phrasing, one sample: the last batch may pass the budget
+    assert stops == {16: {"budget: %d rows >= 16" % train[16]}, 32: {"budget: %d rows >= 32" % train[32]}}
+    assert 16 <= train[16] < 16 + batch_rows and abs(train[32] - 2 * train[16]) <= batch_rows
+
+
+def test_run_help_documents_the_search_budget(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--search-budget ROWS" in text and "--samples alone spends the same budget on fewer situations" in text
