@@ -14,7 +14,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export SIM_PIPELINE_CELERY_BROKER ?= pyamqp://guest@127.0.0.1:5672//
 export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 
-.PHONY: run loop test test-train test-verl dev bench lint clean scale-up scale-down
+.PHONY: run loop test test-train test-verl dev bench docs-figures lint clean scale-up scale-down
 
 $(BIN)/sim-pipeline: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,9 @@ scale-down:  ## stop the local Celery workers above KEEP (default: all of them)
 
 bench: $(BIN)/sim-pipeline  ## benchmarks; figures go to .bench/results.jsonl
 	$(BIN)/python -m sim_pipeline_tests.bench
+
+docs-figures: $(BIN)/sim-pipeline  ## re-measure the figures docs/ shows from commands (fresh runs of each domain)
+	$(BIN)/python -m sim_pipeline_tests.docs_figures
 
 lint: $(BIN)/sim-pipeline
 	$(BIN)/ruff check sim_pipeline sim_pipeline_tests deploy

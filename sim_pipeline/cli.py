@@ -391,9 +391,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def print_lengths(files: list, tokenizer: str | None = None) -> None:
     """Token lengths (p50/p95/max) of each exported TRL or verl file's parts: what max_length must cover."""
-    import yaml
-
-    from sim_pipeline.cut.lengths import count_tokens, file_lengths, tokenizer_counter, verl_file_lengths
+    from sim_pipeline.cut.lengths import count_tokens, exported_lengths, tokenizer_counter
 
     if not files:
         print("stats: token lengths are measured on TRL and verl exports (--format trl, --format verl)")
@@ -402,12 +400,7 @@ def print_lengths(files: list, tokenizer: str | None = None) -> None:
     print(f"tokens ({tokenizer or 'cl100k_base'}, parts as JSON, tools counted with the prompt; verl's tool_chars "
           "in characters): p50 / p95 / max")
     for f in files:
-        if f.format == "verl":  # verl renders the tool config's tools (message_user included) into every prompt
-            config = yaml.safe_load(Path(f.provenance_path).read_text(encoding="utf-8"))
-            table = verl_file_lengths(f.path, [t["tool_schema"] for t in config["tools"]], count)
-        else:
-            table = file_lengths(f.path, f.dataset, count)
-        for r in table.itertuples(index=False):
+        for r in exported_lengths(f.format, f.path, f.dataset, f.provenance_path, count).itertuples(index=False):
             print(f"  {Path(f.path).parent.parent.name:<28} {r.dataset:<17} {r.part:<11} {r.p50:>6} {r.p95:>6} "
                   f"{r.max:>6}  ({r.rows} rows)")
 

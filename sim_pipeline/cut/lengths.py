@@ -114,3 +114,15 @@ def verl_file_lengths(path: str | os.PathLike[str], tools: list[Mapping[str, Any
         for part, n in [*sized.items(), ("tool_chars", int(r["extra_info"]["tool_result_chars"]))]:
             lengths[part].append(n)
     return _summary("verl_grpo", lengths)
+
+
+def exported_lengths(format: str, path: str | os.PathLike[str], dataset: str, provenance_path: str | None,  # noqa: A002
+                     count: Callable[[str], int] = count_tokens) -> pd.DataFrame:
+    """The length table of one exported TRL or verl file (what `export --stats` prints and docs/training.md shows):
+    a verl prompt is counted with its tool config's tools, which verl renders into every prompt."""
+    if format == "verl":
+        import yaml
+
+        config = yaml.safe_load(Path(str(provenance_path)).read_text(encoding="utf-8"))
+        return verl_file_lengths(path, [t["tool_schema"] for t in config["tools"]], count)
+    return file_lengths(path, dataset, count)
