@@ -54,6 +54,16 @@ $(VERL_VENV)/.verl: pyproject.toml
 test-verl: $(VERL_VENV)/.verl  ## the verl adapter's tests (its own venv, .venv-verl; what CI runs too)
 	SIM_PIPELINE_VERL_TESTS=required $(VERL_VENV)/bin/python -m pytest sim_pipeline_tests/rollout/test_verl_tools.py
 
+# The peer benchmark's inspect_ai runs in a venv of its own: nothing of sim_pipeline is installed there, and
+# make test never builds it.
+INSPECT_VENV := .venv-inspect
+INSPECT_AI_VERSION := 0.3.285
+$(INSPECT_VENV)/.inspect: Makefile
+	test -d $(INSPECT_VENV) || $(PYTHON) -m venv $(INSPECT_VENV)
+	$(INSPECT_VENV)/bin/pip install --quiet --upgrade pip
+	$(INSPECT_VENV)/bin/pip install --quiet "inspect_ai==$(INSPECT_AI_VERSION)" "openai==3.60.0"
+	touch $@
+
 dev: $(BIN)/sim-pipeline $(DAGSTER_HOME)  ## the Dagster UI and daemon on http://127.0.0.1:3000
 	$(BIN)/sim-pipeline policies sync
 	@# Ctrl-C stops everything dagster dev started, its code server's run workers included (sim_pipeline/defs/dev_server.py)
@@ -69,7 +79,7 @@ scale-up: $(VENV)/.scale $(DAGSTER_HOME)  ## start WORKERS local Celery workers 
 scale-down:  ## stop the local Celery workers above KEEP (default: all of them)
 	deploy/scale-down.sh $(KEEP)
 
-bench: $(BIN)/sim-pipeline  ## benchmarks; figures go to .bench/results.jsonl
+bench: $(BIN)/sim-pipeline $(INSPECT_VENV)/.inspect  ## benchmarks; figures go to .bench/results.jsonl
 	$(BIN)/python -m sim_pipeline_tests.bench
 
 docs-figures: $(BIN)/sim-pipeline  ## re-measure the figures docs/ shows from commands (fresh runs of each domain)
@@ -79,4 +89,4 @@ lint: $(BIN)/sim-pipeline
 	$(BIN)/ruff check sim_pipeline sim_pipeline_tests deploy
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(DAGSTER_HOME) data/warehouse .bench .celery_workers
+	rm -rf $(VENV) $(VERL_VENV) $(INSPECT_VENV) $(DAGSTER_HOME) data/warehouse .bench .celery_workers
