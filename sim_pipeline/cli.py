@@ -422,6 +422,42 @@ def cmd_pack_from_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve_world(args: argparse.Namespace) -> int:
+    """Serve one situation's world over MCP on stdio (sim_pipeline/rollout/mcp_world.py); stdout is the protocol's."""
+    import asyncio
+
+    from sim_pipeline.domain import load_domain
+    from sim_pipeline.models.gateway import Gateway
+    from sim_pipeline.rollout import mcp_world
+    from sim_pipeline.rollout.runner import Policy
+
+    domain = load_domain(args.domain)
+    n_phrasings = max(defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][0], args.phrasing + 1)
+    state, situations = mcp_world.seed_situations(domain, args.seed, n_phrasings)
+    if args.list:  # to stderr like every word here: a client may have started this command for its stdout
+        for s in situations:
+            print(f"{s.situation_id} {s.split:<8} {s.cell['tool']:<18} {s.cell['stance']:<12} "
+                  f"{s.cell['world_state']:<20} {s.cell['tool_condition']}", file=sys.stderr)
+        return 0
+    if not args.situation:
+        raise SimPipelineError("name the situation to serve. Fix: --situation ID (`sim-pipeline serve-world --domain "
+                               f"{args.domain} --seed {args.seed} --list` prints them)")
+    situation = mcp_world.find_situation(situations, args.situation, args.phrasing)
+    policy = Policy(args.version, f"mcp-agent:{args.version}", user_model=args.user_model)
+    gateway = Gateway(fast_path=True)
+    gateway.check(args.user_model)  # a missing key stops here, before a client is kept waiting
+    print(f"serving situation {situation.situation_id} of {args.domain} seed {args.seed} over MCP on stdio "
+          f"({len(domain.tools)} tools and message_user)", file=sys.stderr)
+    row = asyncio.run(mcp_world.serve_situation(situation, domain=domain, state=state, gateway=gateway,
+                                                policy=policy, phrasing_index=args.phrasing))
+    print(f"session over: {row['status']} ({row['finish_reason']}), oracle {row['oracle_reward']}: "
+          f"{row['oracle_reason']}", file=sys.stderr)
+    if args.record:
+        mcp_world.write_row(row, args.record)
+        print(f"wrote the rollout row to {args.record}", file=sys.stderr)
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -629,6 +665,23 @@ def parser() -> argparse.ArgumentParser:
     mcp.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                      help="the command that starts the server on stdio (after every option)")
     mcp.set_defaults(fn=cmd_pack_from_mcp)
+    serve = _verb(verbs, "serve-world", "serve one situation's sandbox world as an MCP server on stdio: the domain's "
+                  "tools and message_user, answered by the simulated user; one session, one rollout",
+                  ["sim-pipeline serve-world --domain retail --seed 0 --list",
+                   "sim-pipeline serve-world --domain retail --seed 0 --situation 5537a40b2705 --record row.json"],
+                  "the MCP protocol on stdout (an MCP client starts this command); progress, the --list lines and "
+                  "the graded outcome on stderr; with --record, the rollout row as JSON")
+    serve.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
+    serve.add_argument("--seed", type=int, default=0, help="the world's seed (default 0)")
+    serve.add_argument("--situation", help="the situation's id (see --list)")
+    serve.add_argument("--phrasing", type=int, default=0, help="which of its openings the customer says (default 0)")
+    serve.add_argument("--user-model", default=defaults.DEFAULT_USER_MODEL,
+                       help=f"the simulated user's model (default {defaults.DEFAULT_USER_MODEL})")
+    serve.add_argument("--version", default="mcp-served", help="the policy version the row is recorded under "
+                                                               "(default mcp-served)")
+    serve.add_argument("--record", type=Path, help="write the graded rollout row to this JSON file")
+    serve.add_argument("--list", action="store_true", help="print the seed's situations on stderr and exit")
+    serve.set_defaults(fn=cmd_serve_world)
     view = _verb(verbs, "view", "write one self-contained HTML file (open it from disk, no network): the ship line, "
                  "the delta with a forest plot, pass@k curves, slices, world fit, judge trust, cut sizes and every "
                  "transcript with filters", ["sim-pipeline view --domain retail --out report.html",

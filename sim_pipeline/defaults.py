@@ -19,6 +19,13 @@ MCP_LIST_MAX_PAGES = 100  # tools/list pages `pack from-mcp` follows (a page hol
 # never ends cannot hang the import
 VIEW_HOST = "127.0.0.1"  # `view --serve` listens on loopback only: transcripts and hidden facts stay on this machine
 VIEW_PORT = 0  # `view --serve` port when --port is not given: 0 lets the OS pick a free one, so two views never collide
+MCP_AGENT_TIMEOUT_S = 600.0  # an `mcp-agent:` harness's whole rollout (its start, its model calls, up to MAX_TURNS
+# turns and the user's answers): a hosted model at ~20 s a turn fits; a harness silent past this is stuck
+MCP_AGENT_EXIT_GRACE_S = 10.0  # after the conversation ends in the world, time the harness gets to exit on its own
+# before it is stopped (closing its MCP session and process takes well under a second)
+MCP_AGENT_CONCURRENCY = 4  # harness processes running at once in one runner: each is an interpreter with its own
+# model calls, and the runner's machine (2 cores in CI) also runs the world and the user model
+MCP_AGENT_STDERR_TAIL = 2000  # characters of a failed harness's stderr a row's error keeps: its traceback's end
 SEEDS_TEXT_SHOWN = 40  # characters of a bad --seeds value an error quotes (longer ones end in '...')
 STOP_LINE_CHARS = 500  # a stopped run's cause in the summary: the breaker's message fits; the UI has the rest
 PARTITION_POLL_SECONDS = 5.0  # how often `sim-pipeline run --wait` reads the instance for a daemon-launched run of

@@ -64,7 +64,8 @@ STATUS_MEANINGS = {
                         "ending, graded like any other: it passes when leaving was the right outcome (a correct "
                         "refusal), fails when the agent should have helped",
     statuses.TURN_CAP: f"stopped after {defaults.MAX_TURNS} agent turns without an ending",
-    statuses.AGENT_ERROR: "the agent sent an empty reply; graded as a failure of the agent",
+    statuses.AGENT_ERROR: "the agent sent an empty reply, or its MCP harness exited before the conversation ended; "
+                          "graded (the agent's own conduct)",
     statuses.PROVIDER_ERROR: "the agent's model call failed (HTTP or connection error, timeout); not graded",
     statuses.INVALID_RESPONSE: "the agent's model answered, but not with a valid completion; not graded",
     statuses.USER_ERROR: "the simulated user's model call failed or answered outside its protocol; not graded",

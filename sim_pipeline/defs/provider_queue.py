@@ -28,7 +28,7 @@ VERSION_TAG = "dagster/partition/policy_version"
 PROVIDER_TAG_PREFIX = "sim_pipeline/provider."  # + provider: one tag per provider the run calls, value = its roles
 REMOTE_MODELS_TAG = "sim_pipeline/remote_models"  # every run that calls any remote provider; value = the providers
 # Backends that run in the worker's own process: no rate limit to protect, so no tag.
-LOCAL_PROVIDERS = frozenset({"sim", "python"})
+LOCAL_PROVIDERS = frozenset({"sim", "python", "mcp-agent"})
 REGISTRY_VARIABLE = "SIM_PIPELINE_REGISTRY"  # the registry file the code location reads, when not the default one
 _TAG_SECTION = re.compile(r"[^A-Za-z0-9_.-]")  # Dagster tag keys allow these characters per section
 
@@ -40,10 +40,12 @@ def backend_of(model: str, models: Mapping[str, ModelConfig]) -> str:
 
 def provider_of(model: str, models: Mapping[str, ModelConfig]) -> str:
     """The provider a model field calls: the litellm prefix ('openai/gpt-4o' -> 'openai'), 'python' for a callable
-    agent, and for a bare name the provider litellm infers for it."""
+    agent, 'mcp-agent' for an MCP agent harness, and for a bare name the provider litellm infers for it."""
     backend = backend_of(model, models)
     if backend.startswith("python:"):
         return "python"
+    if backend.startswith("mcp-agent:"):  # a harness process (its own model calls are its own to limit)
+        return "mcp-agent"
     head, slash, _ = backend.partition("/")
     if slash:
         return head

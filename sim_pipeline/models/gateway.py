@@ -28,6 +28,7 @@ from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.breaker import Breaker
 from sim_pipeline.models.cache import ResponseCache, request_key
 from sim_pipeline.models.callable_agent import CALLABLE_PREFIX, call_agent
+from sim_pipeline.models.mcp_harness import check_harness, is_mcp_agent
 from sim_pipeline.models.markup import repair_message
 from sim_pipeline.models.completion import Completion, ProviderError, Sampling
 from sim_pipeline.models.model_config import ModelConfig, key_variable
@@ -191,6 +192,8 @@ class Gateway:
         config = self.config(model)
         if config.model.startswith(CALLABLE_PREFIX):
             return sampling.as_dict(), []  # your agent's function gets the sampling settings as they are
+        if is_mcp_agent(config.model):  # the harness samples itself: it is given the seed (SIM_WORLD_SEED) only
+            return {"seed": sampling.seed}, []
         if config.model.startswith("sim/"):  # in process or through litellm, the embedded models read these two
             return {"temperature": sampling.temperature, "seed": sampling.seed}, []
         params, dropped = request_params(config, sampling, tools, tool_choice, logprobs, response_format)
@@ -270,6 +273,8 @@ class Gateway:
             if model not in sim_models.sim_model_names() and not sim_models.latency_seconds(model):
                 raise ModelCallError(f"model '{model}': no embedded model of that name. Fix: use one of "
                                      f"{sim_models.sim_model_names()} or a litellm model string")
+        elif is_mcp_agent(model):
+            check_harness(model)
         elif not model.startswith(CALLABLE_PREFIX):
             key = self.api_key(config)  # raises when a named key variable is not set
             if config.api_base:
@@ -300,6 +305,10 @@ class Gateway:
         sent = sent if sent is not None else [0]
         if model.startswith(CALLABLE_PREFIX):
             return await call_agent(model, messages, tools, sampling, redact=self.redact)
+        if is_mcp_agent(model):
+            raise ModelCallError(f"model '{config.name}' is an MCP agent harness: it plays whole rollouts as the "
+                                 "policy under test and answers no single chat request. Fix: use it as a version's "
+                                 "`model` only (not as the user, judge, writer or reply classifier)")
         if model.startswith("sim/") and self.fast_path:
             return await self._in_process(model, messages, tools, sampling)
         litellm = _litellm()

@@ -6,7 +6,7 @@ from __future__ import annotations
 OK = "ok"  # the conversation ended on a protocol reason: goal reached in the world, or the user was satisfied
 USER_LEFT = "user_left"  # the user walked away: a refusal accepted, or patience spent
 TURN_CAP = "turn_cap"  # the runner stopped the conversation after MAX_TURNS agent turns
-AGENT_ERROR = "agent_error"  # the agent's own doing (an empty reply): conduct, graded as a failure
+AGENT_ERROR = "agent_error"  # the agent's own doing (an empty reply, a harness that quit mid-way): conduct, graded
 PROVIDER_ERROR = "provider_error"  # the policy call failed: HTTP/connection error, timeout, an exception in a callable
 INVALID_RESPONSE = "invalid_response"  # the provider answered, but not with a valid completion
 USER_ERROR = "user_error"  # the simulated user's call failed or answered outside the user protocol

@@ -48,8 +48,9 @@ FINISH_USER_LEFT = "user_left"
 FINISH_TURN_CAP = "turn_cap"
 FINISH_EMPTY_REPLY = "empty_reply"
 FINISH_ERROR = "error"
+FINISH_AGENT_EXITED = "agent_exited"  # an MCP agent harness exited before the conversation ended (rollout/mcp_agent.py)
 FINISH_REASONS: tuple[str, ...] = (FINISH_GOAL_REACHED, FINISH_TRANSFERRED, FINISH_USER_SATISFIED, FINISH_USER_LEFT, FINISH_TURN_CAP,
-                                   FINISH_EMPTY_REPLY, FINISH_ERROR)
+                                   FINISH_EMPTY_REPLY, FINISH_ERROR, FINISH_AGENT_EXITED)
 
 
 def user_event(turn: int, decision: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain
 from sim_pipeline.errors import ModelCallError
 from sim_pipeline.models.gateway import Completion, Gateway, ProviderError, Sampling
+from sim_pipeline.models.mcp_harness import is_mcp_agent
 from sim_pipeline.models.provenance import AGENT, USER, WRITER, backend_record
 from sim_pipeline.models.reply_reader import assistant_texts, read_replies
 from sim_pipeline.protocol.replies import read_by
@@ -76,6 +77,10 @@ def rollout_id(policy_version: str, spec: RolloutSpec) -> str:
 async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, state: State, gateway: Gateway,
                       max_turns: int = defaults.MAX_TURNS) -> dict[str, Any]:
     """Play one conversation to its end and return its row (errors become the row's status, never raise)."""
+    if is_mcp_agent(gateway.config(policy.model).model):  # the harness drives the conversation: rollout/mcp_agent.py
+        from sim_pipeline.rollout.mcp_agent import run_harness_rollout
+
+        return await run_harness_rollout(spec, policy, domain=domain, state=state, gateway=gateway, max_turns=max_turns)
     situation = spec.situation
     seed = sample_seed(situation.situation_id, spec.phrasing_index, spec.sample_index)
     agent_sampling = Sampling(policy.temperature, policy.top_p, policy.max_tokens, seed)
@@ -122,6 +127,22 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         status, finish, error = exc.status, FINISH_ERROR, str(exc)
     except ModelCallError:
         raise  # auth and quota errors stop the run: every later call would fail the same way
+    return await finished_row(spec, policy, episode=episode, gateway=gateway, status=status, finish=finish,
+                              error=error, turns=turns, agent_sampling=agent_sampling, user_sampling=user_sampling,
+                              usage=(prompt_tokens, cost, calls, repaired), dropped=dropped, started=started)
+
+
+async def finished_row(spec: RolloutSpec, policy: Policy, *, episode: Episode, gateway: Gateway, status: str,
+                       finish: str, error: str | None, turns: list[Completion], agent_sampling: Sampling,
+                       user_sampling: Sampling, usage: tuple[int, float, int, int], dropped: set[str],
+                       started: float) -> dict[str, Any]:
+    """The row of a played conversation, graded by the oracle unless it ended on an error outside the agent's conduct.
+
+    Every backend records its rows through this one function (a chat model, your code, an MCP harness), so a row
+    means the same whatever played it. `usage` is (prompt tokens, cost, model calls, replies with repaired markup).
+    """
+    situation, domain = spec.situation, episode.domain
+    prompt_tokens, cost, calls, repaired = usage
     verdict = None if is_error(status) else await _verdict(episode, gateway, policy.reply_classifier)
     messages, final_text = episode.messages, episode.final_text()
     steps = [(e.tool, e.status) for e in episode.sandbox.events]
@@ -153,6 +174,7 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
         "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls, "markup_repaired": repaired,
         "latency_s": time.perf_counter() - started,
     }
+
 
 
 async def _verdict(episode: Episode, gateway: Gateway, reader: str) -> Verdict:
