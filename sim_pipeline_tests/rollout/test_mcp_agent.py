@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 
 import pandas as pd
@@ -165,3 +166,31 @@ def test_a_harness_measures_in_a_delta_exactly_as_its_model_does_embedded():
     pd.testing.assert_frame_equal(by_mcp, by_model)
     assert "pass@1" in set(by_mcp["metric"])
     assert (harnessed["reward"] != baseline["reward"]).any()  # the versions do differ: a delta with something in it
+
+
+def test_sim_pipeline_run_grades_cuts_and_compares_an_mcp_harness_with_an_embedded_agent(tmp_path):
+    """The whole pipeline, Dagster's step processes included: the harness's rows graded, cut, scored and in a delta."""
+    import subprocess
+
+    import yaml
+
+    registry = tmp_path / "policies.yaml"
+    # Opted out of the judge gate: at this size it is inconclusive, which is not under test here.
+    registry.write_text(yaml.safe_dump({"policies": {
+        "agent-v1": {"domain": "retail", "model": "sim/agent-v1", "judge_trust_opt_out": True},
+        "mcp-v1": {"domain": "retail", "model": f"{HARNESS} embedded sim/agent-v1", "baseline": "agent-v1",
+                   "judge_trust_opt_out": True}}}))
+    warehouse = tmp_path / "wh"
+    ran = subprocess.run([sys.executable, "-m", "sim_pipeline.cli", "run", "--domain", "retail", "--situations", "4",
+                          "--samples", "1", "--heldout-samples", "1", "--warehouse", str(warehouse)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=1800,
+                         env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+                              "SIM_PIPELINE_REGISTRY": str(registry), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert re.search(r"mcp-v1\s+\d+ rollouts, 0 errored", ran.stdout), ran.stdout[-3000:]
+    assert "delta mcp-v1 vs agent-v1 on held-out tasks" in ran.stdout
+    rollouts = pd.read_parquet(warehouse / "retail" / "rollouts" / "policy_version=mcp-v1" / "seed=0.parquet")
+    grades = pd.read_parquet(warehouse / "retail" / "grades" / "policy_version=mcp-v1" / "seed=0.parquet")
+    assert len(rollouts) > 0 and rollouts["logprob"].isna().all() and set(grades["rollout_id"]) == set(
+        rollouts["rollout_id"])
+    assert rollouts["model"].str.startswith("mcp-agent:").all()
