@@ -101,6 +101,7 @@ def prepare(target: Path | None = None) -> Path:
     try:
         tokenizer.save_pretrained(staging)
         model.save_pretrained(staging)
+        staging.chmod(0o755)  # mkdtemp's 0700 would keep the folder from other users of a shared checkout
         staging.rename(folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
