@@ -44,6 +44,10 @@ TORCH_THREADS = 1
 # A test budget, not a model limit: a request asking for more tokens gets at most this many (finish_reason
 # "length" says so), since a 135M model on one CPU thread writes about 6-10 tokens a second.
 MAX_NEW_TOKENS_CAP = 48
+# Prompts kept with their key/value cache: a run's requests share the pack's system prompt and tools (about 1,700
+# tokens) and each turn extends the one before, so reusing the longest shared prefix turns a ~10 s prefill on one
+# thread into one over the new tokens only (vLLM's prefix caching does the same).
+PREFIX_CACHE_ENTRIES = 8
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 # The Hermes tool-calling prompt vLLM's `hermes` parser and Qwen's templates use; SmolLM2's chat template has no
@@ -183,6 +187,33 @@ class RealModel:
         self.model = AutoModelForCausalLM.from_pretrained(folder)
         self.model.eval()
         self._lock = threading.Lock()
+        self._prefixes: list[tuple[list[int], Any]] = []  # (token ids, their DynamicCache), most recent last
+
+    def _cached_prefix(self, ids: list[int]) -> Any:
+        """A copy of the kept cache sharing the longest prefix with `ids`, cropped to leave at least one new token."""
+        import copy
+
+        best, best_len = None, 0
+        for kept, cache in self._prefixes:
+            n = 0
+            for a, b in zip(kept, ids):
+                if a != b:
+                    break
+                n += 1
+            n = min(n, len(ids) - 1, cache.get_seq_length())
+            if n > best_len:
+                best, best_len = cache, n
+        if best is None:
+            return None
+        cache = copy.deepcopy(best)
+        surplus = cache.get_seq_length() - best_len
+        if surplus:
+            cache.crop(-surplus)  # transformers 5 takes the number of tokens to drop, negated
+        return cache
+
+    def _keep(self, ids: list[int], cache: Any) -> None:
+        self._prefixes = [(k, c) for k, c in self._prefixes if k != ids][-(PREFIX_CACHE_ENTRIES - 1):]
+        self._prefixes.append((ids, cache))
 
     def complete(self, request: dict[str, Any]) -> dict[str, Any]:
         """The chat.completion JSON for an OpenAI chat request."""
@@ -199,10 +230,16 @@ class RealModel:
             sampling.update(temperature=temperature, top_p=float(request.get("top_p") or 1.0), top_k=0)
         with self._lock:
             torch.manual_seed(int(request.get("seed") or 0))  # the request's seed makes the reply repeatable
+            prompt_ids = inputs["input_ids"][0].tolist()
+            cache = self._cached_prefix(prompt_ids)
+            if cache is not None:
+                sampling["past_key_values"] = cache
             with torch.inference_mode():
                 out = self.model.generate(**inputs, max_new_tokens=budget, output_logits=True,
                                           return_dict_in_generate=True, pad_token_id=self.tokenizer.eos_token_id,
                                           **sampling)
+            if out.past_key_values is not None:  # the prompt and the reply: the next turn's prefix
+                self._keep(out.sequences[0].tolist()[:out.past_key_values.get_seq_length()], out.past_key_values)
         prompt_len = int(inputs["input_ids"].shape[1])
         ids = out.sequences[0, prompt_len:].tolist()
         logprobs = [float(torch.log_softmax(step[0].float(), dim=-1)[i]) for step, i in zip(out.logits, ids)]
