@@ -115,7 +115,8 @@ def test_a_run_with_the_real_model_as_agent_stores_its_logprobs_decoded_replies_
     assert len(rows) and replies
 
     # Every real reply is stored with its token count and one logprob per token, as the server sent them.
-    assert (rows["status"] == "ok").all(), rows[["status", "error"]].to_string()
+    # user_left (the simulated user walked away from a model that never helps) is an outcome; an error is not.
+    assert rows["error"].isna().all(), rows[["status", "error"]].to_string()
     assert sum(len(c) for c in rows["turn_token_counts"]) == len(replies)
     assert rows["n_tokens"].sum() == sum(r["usage"]["completion_tokens"] for r in replies)
     for _, row in rows.iterrows():
