@@ -235,13 +235,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
     from sim_pipeline.defs.loop import run_loop
     from sim_pipeline.protocol.train_methods import TRAIN_METHODS
     from sim_pipeline.report import loop_lines, render
-    from sim_pipeline.seed_spec import parse_seeds
 
-    seeds = parse_seeds(args.seeds, args.seeds_flag)
-    if len(seeds) != 1:
-        raise SimPipelineError(f"loop trains from one seed's cuts at a time, and {args.seeds_flag or '--seed'} names "
-                               f"{len(seeds)} ({','.join(seeds)}). Fix: give one, e.g. --seed {seeds[0]}")
-    seed = seeds[0]
+    seed = _one_seed(args, "loop trains from one seed's cuts at a time")
     methods = list(TRAIN_METHODS) if args.method == "all" else [args.method]
     started = time.perf_counter()
     instance = _instance()
@@ -433,7 +428,8 @@ def cmd_serve_world(args: argparse.Namespace) -> int:
 
     domain = load_domain(args.domain)
     n_phrasings = max(defaults.ROLLOUT_MODES[defaults.DEFAULT_ROLLOUT_MODE][0], args.phrasing + 1)
-    state, situations = mcp_world.seed_situations(domain, args.seed, n_phrasings)
+    seed = int(_one_seed(args, "serve-world serves one seed's world at a time"))
+    state, situations = mcp_world.seed_situations(domain, seed, n_phrasings)
     if args.list:  # to stderr like every word here: a client may have started this command for its stdout
         for s in situations:
             print(f"{s.situation_id} {s.split:<8} {s.cell['tool']:<18} {s.cell['stance']:<12} "
@@ -441,12 +437,12 @@ def cmd_serve_world(args: argparse.Namespace) -> int:
         return 0
     if not args.situation:
         raise SimPipelineError("name the situation to serve. Fix: --situation ID (`sim-pipeline serve-world --domain "
-                               f"{args.domain} --seed {args.seed} --list` prints them)")
+                               f"{args.domain} --seed {seed} --list` prints them)")
     situation = mcp_world.find_situation(situations, args.situation, args.phrasing)
     policy = Policy(args.version, f"mcp-agent:{args.version}", user_model=args.user_model)
     gateway = Gateway(fast_path=True)
     gateway.check(args.user_model)  # a missing key stops here, before a client is kept waiting
-    print(f"serving situation {situation.situation_id} of {args.domain} seed {args.seed} over MCP on stdio "
+    print(f"serving situation {situation.situation_id} of {args.domain} seed {seed} over MCP on stdio "
           f"({len(domain.tools)} tools and message_user)", file=sys.stderr)
     row = asyncio.run(mcp_world.serve_situation(situation, domain=domain, state=state, gateway=gateway,
                                                 policy=policy, phrasing_index=args.phrasing))
@@ -488,6 +484,17 @@ class _SeedsAction(argparse.Action):
         given = getattr(namespace, self.dest) if namespace.seeds_flag else []  # the default is replaced, not added to
         setattr(namespace, self.dest, [*given, values])
         namespace.seeds_flag = option_string
+
+
+def _one_seed(args: argparse.Namespace, why: str) -> str:
+    """The one seed a verb that works on a single seed was given (several are a one-line error with the fix)."""
+    from sim_pipeline.seed_spec import parse_seeds
+
+    seeds = parse_seeds(args.seeds, args.seeds_flag)
+    if len(seeds) != 1:
+        raise SimPipelineError(f"{why}, and {args.seeds_flag or '--seed'} names {len(seeds)} ({','.join(seeds)}). "
+                               f"Fix: give one, e.g. --seed {seeds[0]}")
+    return seeds[0]
 
 
 def _seeds_option(verb: argparse.ArgumentParser, default: list[str] | None, default_help: str, *,
@@ -672,7 +679,7 @@ def parser() -> argparse.ArgumentParser:
                   "the MCP protocol on stdout (an MCP client starts this command); progress, the --list lines and "
                   "the graded outcome on stderr; with --record, the rollout row as JSON")
     serve.add_argument("--domain", default=defaults.DEFAULT_DOMAIN, help=f"domain pack (default {defaults.DEFAULT_DOMAIN})")
-    serve.add_argument("--seed", type=int, default=0, help="the world's seed (default 0)")
+    _seeds_option(serve, ["0"], "(one seed: the world served; default 0)")
     serve.add_argument("--situation", help="the situation's id (see --list)")
     serve.add_argument("--phrasing", type=int, default=0, help="which of its openings the customer says (default 0)")
     serve.add_argument("--user-model", default=defaults.DEFAULT_USER_MODEL,

@@ -14,6 +14,7 @@ from sim_pipeline.protocol.statuses import (
     USER_LEFT,
 )
 from sim_pipeline.protocol.user_events import (
+    FINISH_AGENT_EXITED,
     FINISH_EMPTY_REPLY,
     FINISH_ERROR,
     FINISH_GOAL_REACHED,
@@ -49,6 +50,8 @@ ENDINGS: tuple[Ending, ...] = (
            "`marker_truncated`)"),
     Ending(FINISH_EMPTY_REPLY, (AGENT_ERROR,), "the agent answered with neither text nor a tool call: its own "
            "doing, graded as a failure"),
+    Ending(FINISH_AGENT_EXITED, (AGENT_ERROR,), "an MCP agent harness (`mcp-agent:`) exited on its own before the "
+           "conversation ended: stopping mid-conversation is its conduct, graded as a failure"),
     Ending(FINISH_ERROR, ERROR_STATUSES, "a model call failed outside the agent's conduct (the provider, an "
            "invalid completion, or a user model off its protocol; the status says which): the row keeps its error "
            "text and is never graded"),

@@ -49,8 +49,8 @@ FINISH_TURN_CAP = "turn_cap"
 FINISH_EMPTY_REPLY = "empty_reply"
 FINISH_ERROR = "error"
 FINISH_AGENT_EXITED = "agent_exited"  # an MCP agent harness exited before the conversation ended (rollout/mcp_agent.py)
-FINISH_REASONS: tuple[str, ...] = (FINISH_GOAL_REACHED, FINISH_TRANSFERRED, FINISH_USER_SATISFIED, FINISH_USER_LEFT, FINISH_TURN_CAP,
-                                   FINISH_EMPTY_REPLY, FINISH_ERROR, FINISH_AGENT_EXITED)
+FINISH_REASONS: tuple[str, ...] = (FINISH_GOAL_REACHED, FINISH_TRANSFERRED, FINISH_USER_SATISFIED, FINISH_USER_LEFT,
+                                   FINISH_TURN_CAP, FINISH_EMPTY_REPLY, FINISH_AGENT_EXITED, FINISH_ERROR)
 
 
 def user_event(turn: int, decision: str) -> dict[str, Any]:
