@@ -3,9 +3,12 @@
 Each module exposes `figures() -> list[dict]`, and may add functions named `figures_<what>()` that run after it, in
 name order (two figures of one module are then added without touching each other's code); a figure has `name`,
 `value`, `unit` and, where it is compared with a baseline measured in the same run, `baseline_name`, `baseline_value`
-and `ratio` (value / baseline).
+and `ratio` (value / baseline). Each row written also has `module` (bench_<what>) and `measured_at` (UTC, when its
+module ran). Benchmarks named on the command line replace their own modules' rows and keep the other modules' rows
+of an earlier run, so `python -m sim_pipeline_tests.bench sizes` after `make bench` leaves the rest in place.
 """
 
+import datetime
 import importlib
 import json
 import pathlib
@@ -21,15 +24,22 @@ def main(argv: list[str]) -> int:
     modules = sorted(p.stem for p in BENCH_DIR.glob("bench_*.py"))
     RESULTS.parent.mkdir(exist_ok=True)
     rows: list[dict] = []
+    ran: set[str] = set()
     for name in modules:
         if wanted and name not in wanted and name.removeprefix("bench_") not in wanted:
             continue
+        ran.add(name)
         module = importlib.import_module(f"sim_pipeline_tests.bench.{name}")
         functions = ["figures", *sorted(n for n in dir(module) if n.startswith("figures_"))]
+        measured_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         for figure in [f for function in functions for f in getattr(module, function)()]:
+            figure = {**figure, "module": name, "measured_at": measured_at}
             rows.append(figure)
             ratio = f"  ratio {figure['ratio']:.3g} vs {figure['baseline_name']}" if "ratio" in figure else ""
             print(f"{figure['name']:<55} {figure['value']:>12.4g} {figure['unit']}{ratio}", flush=True)
+    if wanted and RESULTS.exists():  # a partial run keeps the other modules' rows (rows without a module: dropped)
+        kept = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+        rows = [r for r in kept if r.get("module") and r["module"] not in ran] + rows
     tmp = RESULTS.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     tmp.replace(RESULTS)
