@@ -94,7 +94,7 @@ scale-down:  ## stop the local Celery workers above KEEP (default: all of them)
 bench: $(BIN)/sim-pipeline $(INSPECT_VENV)/.inspect  ## benchmarks; figures go to .bench/results.jsonl
 	$(BIN)/python -m sim_pipeline_tests.bench
 
-docs-figures: $(BIN)/sim-pipeline  ## re-measure the figures docs/ shows from commands (fresh runs of each domain)
+docs-figures: $(BIN)/sim-pipeline  ## re-measure the figures docs/ shows (fresh runs of each domain; scaling.md also reads make bench's .bench/results.jsonl)
 	$(BIN)/python -m sim_pipeline_tests.docs_figures
 
 lint: $(BIN)/sim-pipeline
