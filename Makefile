@@ -14,7 +14,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export SIM_PIPELINE_CELERY_BROKER ?= pyamqp://guest@127.0.0.1:5672//
 export SIM_PIPELINE_CELERY_BACKEND ?= redis://127.0.0.1:6379/1
 
-.PHONY: run loop test test-train test-verl test-real dev bench docs-figures lint clean scale-up scale-down
+.PHONY: run loop test test-train test-verl test-rlenv test-real dev bench docs-figures lint clean scale-up scale-down
 
 $(BIN)/sim-pipeline: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,19 @@ $(VERL_VENV)/.verl: pyproject.toml
 test-verl: $(VERL_VENV)/.verl  ## the verl adapter's tests (its own venv, .venv-verl; what CI runs too)
 	SIM_PIPELINE_VERL_TESTS=required $(VERL_VENV)/bin/python -m pytest sim_pipeline_tests/rollout/test_verl_tools.py
 
+# verifiers 0.4 pins an MCP SDK other than [mcp]'s: its adapter and OpenEnv's are tested in a venv of their own (no
+# torch: neither the adapters nor their tests need it).
+RLENV_VENV := .venv-rlenv
+$(RLENV_VENV)/.rlenv: pyproject.toml
+	test -d $(RLENV_VENV) || $(PYTHON) -m venv $(RLENV_VENV)
+	$(RLENV_VENV)/bin/pip install --quiet --upgrade pip
+	$(RLENV_VENV)/bin/pip install --quiet -e ".[dev,rlenv]"
+	touch $@
+
+test-rlenv: $(RLENV_VENV)/.rlenv  ## the OpenEnv and verifiers adapters' tests (their own venv, .venv-rlenv; CI runs them)
+	SIM_PIPELINE_RLENV_TESTS=required $(RLENV_VENV)/bin/python -m pytest sim_pipeline_tests/rollout/test_openenv_env.py \
+	  sim_pipeline_tests/rollout/test_verifiers_env.py
+
 # The peer benchmark's inspect_ai runs in a venv of its own: nothing of sim_pipeline is installed there, and
 # make test never builds it.
 INSPECT_VENV := .venv-inspect
@@ -101,4 +114,4 @@ lint: $(BIN)/sim-pipeline
 	$(BIN)/ruff check sim_pipeline sim_pipeline_tests deploy
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(INSPECT_VENV) $(DAGSTER_HOME) .real_model data/warehouse .bench .celery_workers
+	rm -rf $(VENV) $(VERL_VENV) $(RLENV_VENV) $(INSPECT_VENV) $(DAGSTER_HOME) .real_model data/warehouse .bench .celery_workers

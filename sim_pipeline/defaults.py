@@ -275,6 +275,7 @@ JUDGE_TRUST_TOOL_MIN_ROWS = 10  # effective gold rows of one intended tool befor
 EXPORT_DIR = "data/exports"  # where `sim-pipeline export` writes: generated files beside data/warehouse
 VERL_AGENT_NAME = "tool_agent"  # verl picks its multi-turn tool agent loop by this agent_name (verl agentic RL docs)
 VERL_ABILITY = "tool_use"  # verl's free-text task category (`ability`), e.g. "math" in its GSM8K recipe
+OPENENV_MAX_SESSIONS = 8  # concurrent OpenEnv sessions one server holds: each is a sandbox episode, a GRPO group is 8
 SFT_UNTAUGHT_ERRORS = ("placeholder_argument", "invalid_argument", "missing_required", "unknown_tool")  # calls never imitated
 PASS_REWARD = 1.0  # full reward is a pass; SFT imitates only passing rollouts (REFERENCE section 7)
 # reward stands: the judge answered, or a conduct rule decided and the judge was skipped

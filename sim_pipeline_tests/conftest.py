@@ -27,7 +27,8 @@ def http_agent(monkeypatch):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """One line each on how to run the trainer and verl tests when their extra is missing (they were skipped)."""
+    """One line each on how to run the trainer, verl and RL environment tests when their extra is missing (they were
+    skipped)."""
     import importlib.util
 
     if not terminalreporter.stats.get("skipped"):
@@ -36,3 +37,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line("trainer tests skipped: the [train] extra is not installed; run `make test-train`")
     if importlib.util.find_spec("verl") is None:
         terminalreporter.write_line("verl tests skipped: they run in their own venv; run `make test-verl`")
+    if importlib.util.find_spec("openenv") is None or importlib.util.find_spec("verifiers") is None:
+        terminalreporter.write_line("OpenEnv and verifiers tests skipped: they run in their own venv; run `make test-rlenv`")

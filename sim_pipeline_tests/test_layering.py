@@ -9,7 +9,8 @@ import sim_pipeline
 
 ENGINE = sorted(m.name for m in pkgutil.walk_packages(sim_pipeline.__path__, "sim_pipeline.")
                 if not m.name.startswith(("sim_pipeline.defs", "sim_pipeline.definitions", "sim_pipeline.cli")))
-OPTIONAL = {"sim_pipeline.rollout.verl_tools": "verl"}  # importable only with its extra (in its own venv)
+OPTIONAL = {"sim_pipeline.rollout.verl_tools": "verl", "sim_pipeline.rollout.openenv_env": "openenv",
+            "sim_pipeline.rollout.verifiers_env": "verifiers"}  # importable only with their extras (in own venvs)
 
 
 def imported_after(code: str) -> set[str]:
