@@ -24,10 +24,13 @@ state, not in a tool process:
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import inspect
 import json
 import sys
+import weakref
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -37,6 +40,7 @@ import pandas as pd
 import verifiers.v1 as vf
 from verifiers.v1.harnesses.null.harness import NullHarness
 from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE, launch_chat_program
+from verifiers.v1.mcp.server import STATE_ROUTE_PARAM, _request_query
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import SimPipelineError
@@ -110,14 +114,29 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         """Add one MCP tool per domain tool (and message_user), advertising the pack's schema as written."""
         if not self.config.domain:
             raise SimPipelineError("verifiers tool server: no domain. Fix: set --env.taskset.domain <name>")
+        locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()  # one per rollout
         for function in _functions(self.config.domain):
             name = function["name"]
             schema = dict(function.get("parameters") or {"type": "object", "properties": {}})
-            mcp.add_tool(self._with_state(self._call(name, schema)), name=name,
+            mcp.add_tool(self._one_at_a_time(self._with_state(self._call(name, schema)), locks), name=name,
                          description=function.get("description") or None)
             # The SDK derives a schema from the signature (every argument `Any`, so the world, not pydantic, judges
             # the values); the model must see the pack's own, with its patterns, enums and bounds.
             mcp._tool_manager.get_tool(name).parameters = schema
+
+    def _one_at_a_time(self, fn: Any, locks: weakref.WeakValueDictionary[str, asyncio.Lock]) -> Any:
+        """Run a rollout's calls one by one: each pulls the state, appends its step and pushes the whole state back,
+        so two calls of one turn run at once would drop a step (a write the reward would never see)."""
+
+        @functools.wraps(fn)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            route = _request_query(STATE_ROUTE_PARAM) or ""  # the calling rollout (verifiers' state route)
+            lock = locks.setdefault(route, asyncio.Lock())
+            async with lock:
+                return await fn(*args, **kwargs)
+
+        call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        return call
 
     def _call(self, name: str, schema: dict[str, Any]) -> Any:
         """The tool body: replay the rollout's steps in a fresh world, run this call, record it."""
