@@ -109,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"warning: {pair.sentence}", file=sys.stderr)
     sizes = {key: value for key, value in (("max_situations", args.situations), ("n_phrasings", args.phrasings),
                                            ("train_samples", args.samples), ("heldout_samples", args.heldout_samples),
-                                           ("search_budget_rows", args.search_budget))
+                                           ("search_budget_rows", args.search_budget), ("writer_model", args.writer))
              if value is not None}
     if args.samples is not None:
         sizes["probe_samples"] = 0  # an explicit sample count is what runs: no probe-then-fill
@@ -570,6 +570,9 @@ def parser() -> argparse.ArgumentParser:
                           f"{defaults.SEARCH_BUDGET_ROWS}; it may stop sooner, saturated or with every planned cell "
                           "filled). --samples alone spends the same budget on fewer situations: scale both to scale "
                           "the train rollouts, e.g. --samples 8 --search-budget 800 for twice --samples 4")
+    run.add_argument("--writer", metavar="MODEL",
+                     help=f"the model that writes the search's llm_guided openings: a litellm string or a registry "
+                          f"`models:` name (default {defaults.SEARCH_WRITER_MODEL})")
     run.add_argument("--concurrency", type=_positive,
                      help=f"model calls in flight at once (default {defaults.GATEWAY_CONCURRENCY}); the rows do not "
                           "depend on it")

@@ -267,8 +267,10 @@ class RealModelServer:
     def __init__(self, model: RealModel, port: int = 0) -> None:
         self.model = model
         self.replies: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []  # the request of each reply, in the same order (tests tell roles apart)
         self.seconds: list[float] = []  # each reply's generation time, for the test's report
         self.errors: list[str] = []
+        self.recording = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -322,12 +324,15 @@ class RealModelServer:
                         raise ValueError("request body is not a JSON object")
                     started = time.perf_counter()
                     reply = server.model.complete(request)
-                    server.seconds.append(time.perf_counter() - started)
+                    took = time.perf_counter() - started
                 except Exception as exc:  # noqa: BLE001 -- any failure is a 500 the client sees, and a test reads
                     server.errors.append(repr(exc))
                     self._send(500, {"error": {"message": repr(exc)[:300], "type": "server_error", "code": "500"}})
                     return
-                server.replies.append(reply)
+                with server.recording:  # a request and its reply at the same index, whatever thread answers
+                    server.requests.append(request)
+                    server.replies.append(reply)
+                    server.seconds.append(took)
                 self._send(200, reply)
 
         return Handler

@@ -65,8 +65,9 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     """One grade row per rollout (GRADE_COLUMNS), ordered by rollout id.
 
     With `stress`, the judge is also asked about perturbed and probe variants of a seeded sample of the rows
-    (stress.py); their verdicts fill STRESS_COLUMNS, which stay NaN otherwise. With `reply_classifier`, that model
-    reads the agent's replies for the conduct rules and the markers (models/reply_reader.py), as it did for the oracle.
+    (stress.py) when it read at least one of them; their verdicts fill STRESS_COLUMNS, which stay NaN otherwise.
+    With `reply_classifier`, that model reads the agent's replies for the conduct rules and the markers
+    (models/reply_reader.py), as it did for the oracle.
     """
     rubric = rubric_for(domain)
     version = judge_version(judge_model, rubric, gateway.config(judge_model).identity())
@@ -94,7 +95,10 @@ async def grade_rollouts(rollouts: pd.DataFrame, situations: dict[str, Situation
     frame.loc[errored, ["gold_reward", "gold_source"]] = [np.nan, None]  # a cut-off transcript is no gold case
     # Stress tests probe the judge on real outcomes: rollouts that errored are no case to judge.
     outcomes = frame["gold_reward"].notna().to_numpy()
-    if stress and outcomes.any():
+    # A judge that gave no readable verdict on any outcome cannot be trusted whatever the probes say (trust needs
+    # judged gold rows; its failures refuse it): asking it hundreds of probes more would only spend calls.
+    readable = bool((frame.loc[outcomes, "judge_status"] == "ok").any())
+    if stress and outcomes.any() and readable:
         cases = frame.loc[outcomes, ["rollout_id", "situation_id", "judge_reward", "gold_reward"]].assign(
             card=[c for c, keep in zip(cards, outcomes) if keep],
             tool_events=[[dict(e) for e in _as_list(r["tool_events"])] for r, keep in zip(records, outcomes) if keep])

@@ -141,9 +141,10 @@ def judge_trust_report(
 ) -> JudgeTrustReport:
     """Whether the judge can be trusted on this grades table: agreement on gold-labelled rows plus stress tests.
 
-    Verdict 'inconclusive' with too few judged gold rows or a one-class gold set, else 'untrusted' when any
-    check flags, else 'inconclusive' when a rate check's bounds straddle its band (rate_bounds.py: more gold
-    decides it), else 'trusted'. `judge_model` None reads the model from judge_version ("model@hash"). The
+    Verdict 'untrusted' when a rate check's bounds place it over its tolerance (at any gold count), else
+    'inconclusive' with too few judged gold rows or a one-class gold set, else 'untrusted' when any check flags,
+    else 'inconclusive' when a rate check's bounds straddle its band (rate_bounds.py: more gold decides it), else
+    'trusted'. `judge_model` None reads the model from judge_version ("model@hash"). The
     stress checks run on the table's STRESS_COLUMNS (all rows, gold or not); without them a note says so.
     """
     missing = [col for col in _NEEDED if col not in grades.columns]
@@ -186,7 +187,12 @@ def judge_trust_report(
     metrics |= stress_metrics
     undecided = tuple(_undecided_flag(b, len(gold_rows)) for b in bounded if b.bound.decision == UNDECIDED)
     short = max(0, min_gold - stats.n)
-    if short or one_class[0]:
+    # A rate the bounds place over its tolerance calls a careful judge bad at most a share alpha of the time at any
+    # count, so it distrusts the judge before the gold floor, which is what trust needs: a judge whose every reply
+    # is unreadable never gets a judged gold row, and more gold would never make it trusted.
+    if any(b.bound.decision == OVER for b in bounded):
+        verdict = UNTRUSTED
+    elif short or one_class[0]:
         verdict = INCONCLUSIVE
     else:
         verdict = UNTRUSTED if flags else INCONCLUSIVE if undecided else TRUSTED

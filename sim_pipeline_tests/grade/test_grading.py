@@ -65,6 +65,21 @@ def test_a_failing_judge_is_a_status_never_a_silent_zero(retail_run, scripted_ju
     assert table[list(STRESS_COLUMNS)].isna().all().all()
 
 
+def test_a_judge_that_reads_no_case_is_not_stress_tested_and_is_untrusted(retail_run, scripted_judges):
+    # Issue 34: a small real model as judge wrote prose on every case. Probing it would spend hundreds of calls on
+    # a judge its failures already refuse.
+    from sim_pipeline.grade.judge_trust import judge_trust_report
+
+    rollouts = retail_run.rollouts.iloc[:12]
+    before = len(scripted_judges)
+    table = grade(retail_run, rollouts, "scripted/garbage")
+    assert set(table["judge_status"]) == {"invalid_result"}
+    assert len(scripted_judges) - before == len(rollouts)  # one call per case, no re-judge, filler or probe
+    assert table[list(STRESS_COLUMNS)].isna().all().all()
+    report = judge_trust_report(table, policy_model="sim/agent-v1", judge_model="scripted/garbage")
+    assert report.verdict == "untrusted" and "judge_failures" in {flag.name for flag in report.flags}
+
+
 @pytest.mark.parametrize("model", ["scripted/timeout", "scripted/broken"])
 def test_a_judge_whose_every_call_fails_stops_the_grading(retail_run, scripted_judges, model):
     # The breaker opens on 5 failed calls or 15 failed requests in a row, whichever comes first (models/breaker.py).

@@ -101,6 +101,17 @@ def test_ten_gold_labels_are_inconclusive() -> None:
     assert {"leak_rate_undecided", "judge_failures_undecided"} <= {f.name for f in report.undecided}
 
 
+def test_a_judge_whose_every_reply_is_unreadable_is_untrusted_before_the_gold_floor() -> None:
+    # Issue 34: a 135M model as judge wrote prose, never {reason, score}; it has no judged gold row, so the 50-label
+    # floor alone would call it inconclusive and ask for gold that could never make it trusted.
+    gold = _balanced(8)
+    report = _report(_gold_table(gold, np.full(gold.size, np.nan), status=["invalid_result"] * gold.size))
+    assert report.verdict == "untrusted" and report.agreement.n == 0
+    assert "judge_failures" in {flag.name for flag in report.flags}
+    # A careful judge on as few rows stays inconclusive: only a rate placed over its tolerance refuses early.
+    assert _report(_gold_table(gold, gold)).verdict == "inconclusive"
+
+
 def test_one_class_gold_set_is_inconclusive() -> None:
     gold = np.ones(60, dtype=int)
     assert _report(_gold_table(gold, gold)).verdict == "inconclusive"
