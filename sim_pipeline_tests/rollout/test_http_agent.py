@@ -214,6 +214,8 @@ def test_a_user_model_that_ignores_the_protocol_is_a_user_error(http_agent):
                                     state=state, gateway=Gateway(backoff_s=0)))
     assert rows["status"].iloc[0] == "user_error" and pd.isna(rows["oracle_reward"].iloc[0])
     assert "user_action" in rows["error"].iloc[0]
+    # The user's reply was made and paid for, outside the protocol or not: the row counts it (issue 34).
+    assert rows["model_calls"].iloc[0] == 2
 
 
 def test_logprobs_are_kept_as_the_backend_gave_them_never_filled_in(http_agent):
