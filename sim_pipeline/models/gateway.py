@@ -1,4 +1,8 @@
-"""The one model gateway: every call (policy, user, writer, judge) goes through litellm here.
+"""The one model gateway: every call (policy, user, writer, judge) goes through here; HTTP models through litellm.
+
+litellm is imported on the first call to a model it serves, never for the embedded `sim/` models, which are called
+in-process by default (`fast_path`): the same rows as through litellm's `sim` provider (a test compares them),
+without its import (~6 CPU-seconds and much of a run's memory) or its per-call overhead.
 
 A model name is resolved through the registry's model configs (models/model_config.py): endpoint, key variable,
 timeout, concurrency cap, pass-through parameters and logprobs mode. The gateway is the one retry layer (litellm's
@@ -160,12 +164,13 @@ class Gateway:
     """Async model calls with a cache, bounded concurrency, retries and error policy.
 
     Backends by model string: `python:package.module:function` calls your own agent code; `sim/...` runs the
-    embedded models (through litellm, or in-process when `fast_path=True`); anything else goes to litellm.
+    embedded models (in-process; through litellm's `sim` provider when `fast_path=False`); anything else goes to
+    litellm.
     """
 
     def __init__(self, *, cache_path: Path | str | None = None, concurrency: int = defaults.GATEWAY_CONCURRENCY,
                  api_keys: dict[str, str] | None = None, backoff_s: float = defaults.GATEWAY_BACKOFF_SECONDS,
-                 fast_path: bool = False, models: Mapping[str, ModelConfig] | None = None) -> None:
+                 fast_path: bool = True, models: Mapping[str, ModelConfig] | None = None) -> None:
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.concurrency = concurrency
         self.backoff_s = backoff_s

@@ -29,10 +29,27 @@ def test_concurrency_does_not_change_the_parquet(tmp_path):
     assert paths[0].read_bytes() == paths[1].read_bytes()
 
 
-def test_fast_path_gives_the_same_rows_as_litellm():
-    slow = run(Gateway()).drop(columns=TIMING)
-    fast = run(Gateway(fast_path=True)).drop(columns=TIMING)
+def test_fast_path_gives_the_same_rows_as_litellm(tmp_path):
+    slow = run(Gateway(fast_path=False)).drop(columns=TIMING)
+    fast = run(Gateway()).drop(columns=TIMING)
     pd.testing.assert_frame_equal(slow, fast)
+    paths = [warehouse.partition_path(tmp_path, "retail", name, policy_version="v", seed=0) for name in ("a", "b")]
+    for path, rows in zip(paths, (slow, fast)):
+        warehouse.write_table(path, rollout_table(rows))
+    assert paths[0].read_bytes() == paths[1].read_bytes()  # the Parquet a run writes, byte for byte
+
+
+def test_an_embedded_only_run_never_imports_litellm():
+    # The gateway a `sim-pipeline run` builds (the resource's), on sim/ models only: litellm costs ~6 CPU-seconds
+    # and much of the run's memory to import, so it must load only when an HTTP model is called.
+    code = ("import sys; from sim_pipeline.defs.resources import ModelGatewayResource; "
+            "from sim_pipeline_tests.rollout.small_run import run; "
+            "rows = run(ModelGatewayResource(cache_dir=None).gateway()); "
+            "print(len(rows), sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'openai')))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    count, imported = out.split(" ", 1)
+    assert int(count) > 0 and imported.strip() == "[]"
 
 
 def test_rows_are_valid_and_errors_are_rows():
