@@ -32,6 +32,9 @@ PARTITION_POLL_SECONDS = 5.0  # how often `sim-pipeline run --wait` reads the in
 # its partition to end: such a run takes tens of seconds or more
 EVENT_LOG_KEPT_RUN_SHARDS = 4  # run event-log files whose sqlite connection a sim-pipeline command keeps open: it
 # writes one run at a time (and reads back the one before), so a few cover it; each kept one holds a file handle
+EVENT_LOG_SQLITE_SYNCHRONOUS = "NORMAL"  # sqlite `synchronous` of the kept event-log connections: in WAL mode a commit
+# no longer waits for a disk sync (measured: 3.3x faster runs of 300 events on ext4); the file is never corrupted, a
+# power loss may drop the last events only (a killed process loses none: the WAL is in the OS cache)
 SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
 DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipped ones reach 10): deeper is a mistake,
 # and the YAML/JSON parsers and schema checks recurse once per level, towards Python's stack limit
