@@ -122,6 +122,10 @@ WORLD_SCHEMA_MAX_DEPTH = 8  # nesting levels drawn for object/array fields; deep
 SCHEMA_PATTERN_CACHE_SIZE = 1024  # RE2-compiled schema patterns kept (json_schema.py): every pattern of many packs
 SCHEMA_VALIDATOR_CACHE_SIZE = 512  # argument schemas kept with their validator for json_schema.fits: building one costs
 # far more than running it, and a run meets a few dozen schemas per pack
+EXTRACTED_VALUES_CACHE_SIZE = 4096  # user texts whose argument values the embedded agent keeps read (per tool set): each
+# turn re-read every earlier user text (7% of a cold `make run`); a run's rollouts repeat a few hundred texts
+TOKEN_COUNT_CACHE_SIZE = 2048  # message texts whose embedded-model token count is kept: every call counted the
+# whole prompt again (4% of a cold `make run`); the texts of the conversations in flight repeat (more holds memory)
 WORLD_ARRAY_EXTRA_ITEMS = 2  # a drawn list holds minItems to minItems + 2 items (within maxItems): an order of one to
 # three dishes, not always exactly the minimum
 WORLD_ID_DRAW_TRIES = 1000  # fresh-id draws before an id space (e.g. an enum of 3 ids) counts as exhausted

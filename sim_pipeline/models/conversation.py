@@ -15,15 +15,16 @@ real agents stumble on, each detected from the text in general terms, not from a
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from sim_pipeline import json_schema
+from sim_pipeline import defaults, json_schema
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, classify_reply
-from sim_pipeline.seeding import digest
+from sim_pipeline.seeding import canonical_json, digest
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _DECODER = json.JSONDecoder()
@@ -269,14 +270,36 @@ def known_values(reading: Reading, properties: dict[str, dict[str, Any]]) -> dic
                 value = record[name]
                 known[name] = value if isinstance(value, (list, dict)) else str(value)
     explicit: set[str] = set()
+    properties_key = canonical_json(properties)
     for text in reading.user_texts:
-        for name, schema in properties.items():
-            value, said = extract(text, name, schema)
-            if value is not None and (said or name not in explicit):
-                known[name] = value
+        for name, value, said in _extracted(text, properties_key, properties):
+            if said or name not in explicit:
+                known[name] = copy.deepcopy(value) if isinstance(value, (list, dict)) else value
                 if said:
                     explicit.add(name)
     return known
+
+
+# canonical JSON of the properties -> text -> the values `extract` finds in the text: a pure function of the two,
+# asked again for every earlier user text at every turn of every sample. Keyed by the properties first, so their
+# (long) JSON is held once per tool set, not once per text.
+_EXTRACTED: dict[str, dict[str, list[tuple[str, Any, bool]]]] = {}
+_EXTRACTED_TEXTS = [0]  # texts held over all tool sets
+
+
+def _extracted(text: str, properties_key: str, properties: dict[str, dict[str, Any]]) -> list[tuple[str, Any, bool]]:
+    """(name, value, said) of every property `extract` finds in one text, in the properties' order (memoized)."""
+    by_text = _EXTRACTED.get(properties_key)
+    found = by_text.get(text) if by_text is not None else None
+    if found is None:
+        found = [(name, value, said) for name, schema in properties.items()
+                 for value, said in [extract(text, name, schema)] if value is not None]
+        if _EXTRACTED_TEXTS[0] >= defaults.EXTRACTED_VALUES_CACHE_SIZE:
+            _EXTRACTED.clear()  # a whole new set of texts (another domain or run): start over
+            _EXTRACTED_TEXTS[0] = 0
+        _EXTRACTED.setdefault(properties_key, {})[text] = found
+        _EXTRACTED_TEXTS[0] += 1
+    return found
 
 
 def affirms(text: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sim_pipeline import defaults
@@ -65,7 +66,13 @@ def token_logprobs(output: SimOutput) -> list[float]:
 
 def prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """Prompt size in the embedded models' tokenization."""
-    return sum(len(tokens(m.get("content") or "")) for m in messages)
+    return sum(_token_count(m.get("content") or "") for m in messages)
+
+
+@lru_cache(maxsize=defaults.TOKEN_COUNT_CACHE_SIZE)
+def _token_count(text: str) -> int:
+    # A prompt is mostly the texts of the calls before it: each is counted once.
+    return len(tokens(text))
 
 
 def respond(model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,

@@ -80,3 +80,17 @@ def test_distance_is_the_conversation_after_a_values_last_mention():
     messages.append({"role": "assistant", "content": None, "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "48213"}'}}]})
     assert distances(messages, {"order_id": "48213"})["order_id"] == 2  # used in a call: recent again ('"}')
+
+
+def test_known_values_are_the_same_read_again_and_not_shared_between_turns():
+    # The values of a text are kept (each turn reads every earlier user text again): a second reading gives the
+    # same values, and a structured value the caller changes is its own copy.
+    from sim_pipeline.models.conversation import known_values
+
+    properties = {"order_id": {"type": "string", "pattern": "^[0-9]{5}$"}, "items": {"type": "array"},
+                  "email": {"type": "string"}}
+    messages = [user('My order id is 48213. My items are ["lamp", "desk"]; mail me at a@b.co'), user("zip 90210")]
+    first = known_values(read(messages), properties)
+    assert first == {"order_id": "48213", "items": ["lamp", "desk"], "email": "a@b.co"}
+    first["items"].append("changed")
+    assert known_values(read(messages), properties)["items"] == ["lamp", "desk"]
