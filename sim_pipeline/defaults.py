@@ -402,6 +402,7 @@ SEARCH_VARIANT_TRIES = 5  # draws of a cell's next variant before one about an a
 # has few records a given request can use, and identical-looking cases make the judge's stress probes count one slip
 # several times
 RATE_BOUND_MAX_TRIALS = 20000  # rate_bounds.decisive_trials searches up to here: far past any gold set a person labels
+RATE_BOUND_FIRST_TRIALS = 256  # rate_bounds.decisive_trials tries n up to here first, then blocks twice as large
 DEV_STOP_GRACE_S = 60.0  # `make dev` stopped: how long dagster dev may take to stop its webserver and daemon (it took
 # ~30 s on 2 busy cores) before whatever it started, run workers included, is terminated
 DEV_KILL_AFTER_S = 5.0  # then how long a terminated straggler may take before it is killed

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from sim_pipeline.defaults import RATE_BOUND_MAX_TRIALS
 from sim_pipeline.measure.rate_bounds import (
     OVER,
     UNDECIDED,
@@ -72,3 +73,13 @@ def test_design_effect_counts_a_cluster_that_errs_together_as_one_trial():
 def test_band_edges_must_be_ordered():
     with pytest.raises(ValueError, match="below limit"):
         decisive_trials(0.2, 0.1, ALPHA, BETA)
+
+
+@pytest.mark.parametrize(("tolerated", "limit"), [(0.0, 0.05), (0.01, 0.02), (0.0833, 0.1), (0.29, 0.3)])
+def test_decisive_trials_searched_in_blocks_is_the_first_size_of_the_whole_range(tolerated, limit):
+    # The search stops at the first block holding an answer: the answer over n = 1..max at once, found far faster.
+    n = np.arange(1, RATE_BOUND_MAX_TRIALS + 1)
+    within = sps.binom.ppf(BETA, n, limit) - 1
+    ok = (within >= 0) & (sps.binom.cdf(within, n, tolerated) >= 1.0 - ALPHA)
+    whole = int(n[np.argmax(ok)]) if ok.any() else RATE_BOUND_MAX_TRIALS
+    assert decisive_trials.__wrapped__(tolerated, limit, ALPHA, BETA) == whole
