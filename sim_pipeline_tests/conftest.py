@@ -1,6 +1,10 @@
 """Fixtures shared across test packages."""
 
+import contextlib
+import io
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +28,39 @@ def http_agent(monkeypatch):
     yield start
     for server in servers:
         server.stop()
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A finished `sim-pipeline run`: where it wrote, the instance that recorded it, and what it printed."""
+
+    root: Path  # its working directory: the model cache is under data/cache there
+    warehouse: Path
+    home: Path  # its DAGSTER_HOME
+    summary: str  # its standard output, progress lines and summary
+
+
+# The run the CLI, README, lineage and view tests read: both retail versions so the summary has a delta, and 48
+# situations, whose held-out tasks are enough for the delta to compare them (30 leave 8, under the 10 it needs),
+# so the forest plot and slices are there too. One run of a few minutes instead of one per test module.
+SHARED_RUN = ["run", "--domain", "retail", "--versions", "agent-v1,agent-v2", "--seed", "0", "--situations", "48",
+              "--samples", "1", "--heldout-samples", "2", "--allow-failed-checks"]
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory) -> SharedRun:
+    """One small real run shared by every test that only reads it. A test that changes its files or instance works
+    on a copy (`shutil.copytree`): the next test must find the run as the CLI wrote it."""
+    from sim_pipeline.cli import main
+
+    root = tmp_path_factory.mktemp("shared_run")
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        patch.chdir(root)  # the model cache goes to data/cache under the working directory
+        code = main([*SHARED_RUN, "--warehouse", str(root / "warehouse")])
+    assert code == 0, out.getvalue()
+    return SharedRun(root=root, warehouse=root / "warehouse", home=root / "dagster_home", summary=out.getvalue())
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -207,16 +207,10 @@ def test_policies_sync_registers_nothing_when_the_registry_has_an_error(tmp_path
 
 
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory):
-    """One small real run (retail, agent-v1, seed 0): its warehouse and the Dagster home that recorded it."""
-    root = tmp_path_factory.mktemp("small_run")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
-        patch.chdir(root)  # the model cache goes to data/cache under the working directory
-        assert main(["run", "--domain", "retail", "--versions", "agent-v1", "--seed", "0", "--situations", "30",
-                     "--samples", "1", "--heldout-samples", "2", "--warehouse", str(root / "warehouse"),
-                     "--allow-failed-checks"]) == 0
-    return root / "warehouse", root / "dagster_home"
+def small_run(shared_run):
+    """The session's small real run (retail, agent-v1 and agent-v2, seed 0): its warehouse and the Dagster home that
+    recorded it. The tests change copies of it, never the run itself."""
+    return shared_run.warehouse, shared_run.home
 
 
 def _copied(small_run, tmp_path):

@@ -3,10 +3,10 @@ figure that no longer belongs with the others, names what was rewritten and the 
 `export` writes nothing (exit 2). A complete run reports no warning, and files written before lineage was recorded
 are called that.
 
-Two real runs: the first (agent-v1 and agent-v2, 30 situations), then a second of agent-v2 on a copy of its
-warehouse at another size (24 situations), which rewrites every agent-v2 file and the delta. A kill after the
-second run's step k leaves the first run's warehouse with the second's files of the steps up to k: that state is
-built from the two, one step boundary at a time.
+Two real runs: the first (agent-v1 and agent-v2, 48 situations: the session's shared run), then a second of
+agent-v2 on a copy of its warehouse at another size (24 situations), which rewrites every agent-v2 file and the
+delta. A kill after the second run's step k leaves the first run's warehouse with the second's files of the steps up
+to k: that state is built from the two, one step boundary at a time.
 """
 
 import os
@@ -43,15 +43,17 @@ def _path(base: Path, asset: str, version: str = "agent-v2") -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """(the Dagster home, the first run's warehouse, the second run's)."""
+def runs(shared_run, tmp_path_factory):
+    """(the Dagster home, the first run's warehouse, the second run's). The first run is the session's shared one,
+    copied with its instance and model cache: the second run records itself in that instance, as a user's would."""
     root = tmp_path_factory.mktemp("two_runs")
     first, second = root / "first", root / "second"
+    shutil.copytree(shared_run.warehouse, first)
+    shutil.copytree(shared_run.home, root / "dagster_home")
+    shutil.copytree(shared_run.root / "data", root / "data")  # the model cache the first run filled
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
         patch.chdir(root)  # the model cache goes to data/cache under the working directory
-        assert main(["run", "--versions", "agent-v1,agent-v2", "--situations", "30", *SIZES,
-                     "--warehouse", str(first)]) == 0
         shutil.copytree(first, second)
         assert main(["run", *SECOND, "--warehouse", str(second)]) == 0
     for step in ("search", "rollouts", "grades", "sft", "reward_model_set", "scores", "delta"):

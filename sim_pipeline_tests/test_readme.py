@@ -2,15 +2,12 @@
 are the columns a real run writes, the transcript snippet runs on a real run's files, and the legend explains every
 line the summary prints."""
 
-import contextlib
-import io
 import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from sim_pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -35,18 +32,10 @@ def _first_cells(table: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A small real run of both retail versions (so the summary has a delta): warehouse and printed summary."""
-    root = tmp_path_factory.mktemp("readme_run")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
-        patch.chdir(root)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(["run", "--domain", "retail", "--seed", "0", "--situations", "30", "--samples", "1",
-                         "--heldout-samples", "2", "--warehouse", str(root / "warehouse"), "--allow-failed-checks"])
-    assert code == 0, out.getvalue()
-    return root / "warehouse", out.getvalue()
+def run(shared_run):
+    """The session's small real run of both retail versions (so the summary has a delta): warehouse and printed
+    summary."""
+    return shared_run.warehouse, shared_run.summary
 
 
 @pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.name)

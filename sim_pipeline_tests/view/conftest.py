@@ -1,7 +1,5 @@
-"""One small real run of two versions (a baseline and its candidate, so there is a delta) shared by the view tests.
-
-The CLI tests' `small_run` has one version (no delta, no forest plot, no slices), and its 30 situations leave 8
-held-out tasks, under the 10 a delta compares; 48 situations leave enough.
+"""The view tests read the session's shared run (sim_pipeline_tests/conftest.py): two versions of retail, so there
+is a delta, and enough situations for the delta to compare them (forest plot and slices).
 """
 
 import pytest
@@ -10,16 +8,9 @@ from sim_pipeline.cli import main
 
 
 @pytest.fixture(scope="package")
-def two_version_run(tmp_path_factory):
+def two_version_run(shared_run):
     """retail, agent-v1 and agent-v2, seed 0: (warehouse, Dagster home)."""
-    root = tmp_path_factory.mktemp("view_run")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
-        patch.chdir(root)  # the model cache goes to data/cache under the working directory
-        assert main(["run", "--domain", "retail", "--versions", "agent-v1,agent-v2", "--seed", "0", "--situations",
-                     "48", "--samples", "1", "--heldout-samples", "2", "--warehouse", str(root / "warehouse"),
-                     "--allow-failed-checks"]) == 0
-    return root / "warehouse", root / "dagster_home"
+    return shared_run.warehouse, shared_run.home
 
 
 @pytest.fixture(scope="package")
