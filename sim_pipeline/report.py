@@ -403,7 +403,7 @@ def render(base: str, domain: str, seed: str, versions: list[PolicyVersion], *, 
         if s.withheld:
             lines += [f"  {v.slug:<13} {s.rollouts} rollouts{mark('rollouts', version=v.slug)}, {errors}",
                       f"  {'':<13} rollout_health FAILED: {s.health.sentence()}",
-                      f"  {'':<13} pass@1, judge trust, cuts and delta are withheld: fix the model endpoint, then re-run",
+                      f"  {'':<13} pass@1, judge trust, cuts and delta are withheld: {s.health.remedy()}, then re-run",
                       *[f"  {'':<13} error: {e}" for e in s.health.examples[:1]]]
             continue
         p1 = f"{s.pass_at_1[0]:.3f} [{s.pass_at_1[1]:.3f}, {s.pass_at_1[2]:.3f}]" if s.pass_at_1 else "n/a"

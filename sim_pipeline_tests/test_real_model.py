@@ -269,6 +269,7 @@ def test_the_real_model_as_user_writer_and_judge_is_counted_and_gated(real_serve
     if len(errored) / len(users) > MAX_ERROR_SHARE:
         assert "rollout_health FAILED" in user_block and f"{USER_ERROR} {len(errored)}" in user_block, user_block
         assert table("grades", "real-user-v1") is None and table("sft", "real-user-v1") is None
+        assert "fix the simulated user's model" in user_block, user_block  # not the agent's endpoint: it was fine
     else:
         assert table("grades", "real-user-v1") is not None, user_block
 

@@ -108,7 +108,8 @@ def rollout_health_result(rows: pd.DataFrame) -> dg.AssetCheckResult:
         metadata={"rollouts": health.rollouts, "errors": health.errors, "error_share": round(health.share, 4),
                   "max_error_share": health.max_share, "by_status": dg.MetadataValue.json(health.by_status),
                   "by_tool": table_metadata(tool_error_shares(rows)),
-                  "examples": dg.MetadataValue.json(list(health.examples))})
+                  "examples": dg.MetadataValue.json(list(health.examples)),
+                  **({} if health.passed else {"fix": health.remedy()})})
 
 
 def situations_solvable_result(table: pd.DataFrame) -> dg.AssetCheckResult:

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sim_pipeline import defaults
-from sim_pipeline.protocol.statuses import ERROR_STATUSES
+from sim_pipeline.protocol.statuses import ERROR_STATUSES, INVALID_RESPONSE, PROVIDER_ERROR, USER_ERROR
+
+# What to fix for each kind of ungraded rollout: a user model that ignores the user protocol is no endpoint fault.
+REMEDIES: dict[str, str] = {
+    PROVIDER_ERROR: "fix the agent's model endpoint (or its callable)",
+    INVALID_RESPONSE: "fix what the agent's endpoint returns (see the error: not a valid completion)",
+    USER_ERROR: ("fix the simulated user's model: its calls failed or its replies did not follow the user_action "
+                 "protocol (see the error; a user_model that cannot follow it needs a stronger model)"),
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,12 @@ class Health:
         detail = ", ".join(f"{k} {v}" for k, v in self.by_status.items())
         return (f"{self.errors} of {self.rollouts} rollouts errored ({self.share:.1%}" + (f": {detail}" if detail else "")
                 + f"); allowed {self.max_share:.0%}")
+
+    def remedy(self) -> str:
+        """What to fix, from the errored rollouts' statuses, most frequent first (one clause per status seen)."""
+        seen = sorted(self.by_status, key=lambda status: (-self.by_status[status], status))
+        return "; ".join(REMEDIES.get(status, f"see the {status} rollouts' error") for status in seen) or \
+            "roll the partition out"
 
 
 def rollout_health(rows: pd.DataFrame, *, max_share: float = defaults.MAX_ERROR_SHARE) -> Health:

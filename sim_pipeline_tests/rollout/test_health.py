@@ -50,3 +50,11 @@ def test_errors_by_tool():
 def test_row_schema_knows_every_status():
     schema = json.loads(ROW_JSON_SCHEMA.read_text())
     assert set(schema["properties"]["status"]["enum"]) == set(ROLLOUT_STATUSES)
+
+
+def test_the_fix_names_what_failed_most_first_and_a_user_model_is_no_endpoint_fault():
+    remedy = rollout_health(rows(["user_error"] * 6 + ["provider_error"] + ["ok"])).remedy()
+    assert remedy.startswith("fix the simulated user's model") and "user_action" in remedy
+    assert remedy.index("simulated user") < remedy.index("agent's model endpoint")
+    assert "simulated user" not in rollout_health(rows(["provider_error", "ok"])).remedy()
+    assert all(rollout_health(rows([s])).remedy() for s in ERROR_STATUSES)
