@@ -160,6 +160,18 @@ class SandboxEnvironment:
         return float(reward if reward is not None else 0.0)
 
 
+# message_user's one argument, as every adapter advertises it (TRL reads the method's signature instead).
+MESSAGE_USER_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"message": {
+    "type": "string", "description": "What you say to the customer."}}, "required": ["message"]}
+
+
+def environment_functions(environment: type[SandboxEnvironment]) -> list[dict[str, Any]]:
+    """The tools a model sees in an environment: the pack's function schemas, then message_user (its doc's summary)."""
+    doc = (SandboxEnvironment.message_user.__doc__ or "").split("Args:")[0]
+    return [s["function"] for s in environment.domain.tool_schemas] + [
+        {"name": MESSAGE_USER, "description": " ".join(doc.split()), "parameters": MESSAGE_USER_SCHEMA}]
+
+
 def final_text(completion: Any) -> str:
     """The model's closing message as the user reads it (reasoning blocks removed): the last assistant text of a
     conversational completion, or the text itself."""

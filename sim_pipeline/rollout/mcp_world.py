@@ -40,6 +40,7 @@ from sim_pipeline.protocol.user_events import (
     SATISFIED,
 )
 from sim_pipeline.domain import Domain
+from sim_pipeline.rollout.environment import MESSAGE_USER_SCHEMA
 from sim_pipeline.rollout.episode import Episode, UserProtocolError, text_message
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import State
@@ -54,9 +55,6 @@ MESSAGE_USER_DESCRIPTION = (
     "their reply. Everything the customer reads goes through this tool. The conversation ends when the customer's "
     "request is settled and you have told them, when they leave, or when they say they are done; after that every "
     "tool answers that the conversation is over.")
-MESSAGE_USER_SCHEMA = {"type": "object", "properties": {"message": {"type": "string",
-                                                                    "description": "What you say to the customer."}},
-                       "required": ["message"]}
 _READ_ONLY_KINDS = ("read", "verify", "compute")  # kinds that change nothing in the world (annotations' readOnlyHint)
 OVER = "(The conversation is over: nothing was done.)"
 _UNREACHABLE = "(The customer could not be reached. The conversation has ended.)"

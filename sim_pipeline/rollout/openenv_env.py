@@ -39,8 +39,13 @@ from sim_pipeline import defaults
 from sim_pipeline.domain import Domain, load_domain
 from sim_pipeline.errors import SimPipelineError
 from sim_pipeline.models.gateway import Gateway
-from sim_pipeline.protocol.environment_tools import MESSAGE_USER
-from sim_pipeline.rollout.environment import SandboxEnvironment, environment_class, episode_reward, run_tool
+from sim_pipeline.rollout.environment import (
+    SandboxEnvironment,
+    environment_class,
+    environment_functions,
+    episode_reward,
+    run_tool,
+)
 
 CLOSING_KEY = "closing_message"  # the closing action's metadata key: the model's last message, without a tool call
 
@@ -84,8 +89,6 @@ class _WorldTool(Tool):
 
 _RESULT_SCHEMA = {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"],
                   "x-fastmcp-wrap-result": True}  # the client reads the text back as the call's data
-_MESSAGE_USER_SCHEMA = {"type": "object", "properties": {"message": {
-    "type": "string", "description": "What you say to the customer."}}, "required": ["message"]}
 
 
 class SandboxOpenEnv(MCPEnvironment):
@@ -96,7 +99,7 @@ class SandboxOpenEnv(MCPEnvironment):
 
     def __init__(self) -> None:
         server = FastMCP(f"sim-pipeline-{self.sandbox_class.domain.name}")
-        for function in self._functions():
+        for function in environment_functions(self.sandbox_class):
             tool = _WorldTool(name=function["name"], description=function.get("description") or "",
                               parameters=dict(function.get("parameters") or {"type": "object", "properties": {}}),
                               output_schema=_RESULT_SCHEMA)
@@ -106,13 +109,6 @@ class SandboxOpenEnv(MCPEnvironment):
         self.rubric = SandboxRubric(self)
         self._sandbox: SandboxEnvironment | None = None
         self._state = SandboxState()
-
-    @classmethod
-    def _functions(cls) -> list[dict[str, Any]]:
-        """The tools the model sees: the pack's, then message_user."""
-        doc = (SandboxEnvironment.message_user.__doc__ or "").split("Args:")[0]
-        return [s["function"] for s in cls.sandbox_class.domain.tool_schemas] + [
-            {"name": MESSAGE_USER, "description": " ".join(doc.split()), "parameters": _MESSAGE_USER_SCHEMA}]
 
     @property
     def sandbox(self) -> SandboxEnvironment:

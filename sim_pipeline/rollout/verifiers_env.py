@@ -44,19 +44,17 @@ from verifiers.v1.mcp.server import STATE_ROUTE_PARAM, _request_query
 
 from sim_pipeline import defaults
 from sim_pipeline.errors import SimPipelineError
-from sim_pipeline.protocol.environment_tools import MESSAGE_USER
 from sim_pipeline.protocol.transcript import visible_text
 from sim_pipeline.rollout.environment import (
     SandboxEnvironment,
     environment_class,
+    environment_functions,
     episode_reward,
     replayed,
     run_tool,
 )
 from sim_pipeline.situation import Situation
 
-_MESSAGE_USER_SCHEMA = {"type": "object", "properties": {"message": {
-    "type": "string", "description": "What you say to the customer."}}, "required": ["message"]}
 _ABSENT = object()  # an optional argument the model left out: the world must not see it at all
 
 
@@ -98,13 +96,6 @@ def _environment(domain: str, user_model: str = defaults.DEFAULT_USER_MODEL) -> 
     return environment_class(domain, user_model=user_model)
 
 
-def _functions(domain: str) -> list[dict[str, Any]]:
-    """The tools the model sees: the pack's, then message_user."""
-    doc = (SandboxEnvironment.message_user.__doc__ or "").split("Args:")[0]
-    return [s["function"] for s in _environment(domain).domain.tool_schemas] + [
-        {"name": MESSAGE_USER, "description": " ".join(doc.split()), "parameters": _MESSAGE_USER_SCHEMA}]
-
-
 class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
     """Every domain tool and message_user, run in the world of the calling rollout (rebuilt from its state)."""
 
@@ -115,7 +106,7 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         if not self.config.domain:
             raise SimPipelineError("verifiers tool server: no domain. Fix: set --env.taskset.domain <name>")
         locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()  # one per rollout
-        for function in _functions(self.config.domain):
+        for function in environment_functions(_environment(self.config.domain)):
             name = function["name"]
             schema = dict(function.get("parameters") or {"type": "object", "properties": {}})
             mcp.add_tool(self._one_at_a_time(self._with_state(self._call(name, schema)), locks), name=name,
