@@ -6,6 +6,8 @@ name order (two figures of one module are then added without touching each other
 and `ratio` (value / baseline). Each row written also has `module` (bench_<what>) and `measured_at` (UTC, when its
 module ran). Benchmarks named on the command line replace their own modules' rows and keep the other modules' rows
 of an earlier run, so `python -m sim_pipeline_tests.bench sizes` after `make bench` leaves the rest in place.
+A module that raises (a timeout, a missing service) is reported with its traceback and records no figures; the other
+modules still run and are written, and the command exits 1 naming the failed modules.
 """
 
 import datetime
@@ -13,6 +15,7 @@ import importlib
 import json
 import pathlib
 import sys
+import traceback
 
 BENCH_DIR = pathlib.Path(__file__).parent
 RESULTS = pathlib.Path(".bench") / "results.jsonl"
@@ -25,14 +28,22 @@ def main(argv: list[str]) -> int:
     RESULTS.parent.mkdir(exist_ok=True)
     rows: list[dict] = []
     ran: set[str] = set()
+    failed: list[str] = []
     for name in modules:
         if wanted and name not in wanted and name.removeprefix("bench_") not in wanted:
             continue
         ran.add(name)
-        module = importlib.import_module(f"sim_pipeline_tests.bench.{name}")
-        functions = ["figures", *sorted(n for n in dir(module) if n.startswith("figures_"))]
         measured_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        for figure in [f for function in functions for f in getattr(module, function)()]:
+        try:
+            module = importlib.import_module(f"sim_pipeline_tests.bench.{name}")
+            functions = ["figures", *sorted(n for n in dir(module) if n.startswith("figures_"))]
+            figures = [f for function in functions for f in getattr(module, function)()]
+        except Exception:  # noqa: BLE001 - one broken benchmark must not cost the figures of the others (they take minutes each)
+            traceback.print_exc()
+            print(f"{name}: FAILED, no figures recorded (traceback above)", flush=True)
+            failed.append(name)
+            continue
+        for figure in figures:
             figure = {**figure, "module": name, "measured_at": measured_at}
             rows.append(figure)
             ratio = f"  ratio {figure['ratio']:.3g} vs {figure['baseline_name']}" if "ratio" in figure else ""
@@ -44,6 +55,9 @@ def main(argv: list[str]) -> int:
     tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     tmp.replace(RESULTS)
     print(f"wrote {len(rows)} figures to {RESULTS}")
+    if failed:
+        print(f"benchmarks that failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
