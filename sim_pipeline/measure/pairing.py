@@ -11,6 +11,7 @@ from sim_pipeline.errors import StatisticsError
 from sim_pipeline.measure.passat import metric_names, task_counts, task_scores
 from sim_pipeline.measure.verdict import INSUFFICIENT_DATA, NOT_COMPARABLE
 from sim_pipeline.models.provenance import AGENT, spans
+from sim_pipeline.protocol.statuses import ERROR_STATUSES, remedy
 
 DIRECTIONS: dict[str, float] = {"higher_is_better": 1.0, "lower_is_better": -1.0}
 MARKER_PREFIX = "marker_"
@@ -71,7 +72,8 @@ def pair_tasks(
         blocked=_one_config((baseline_version, before_all), (candidate_version, after_all))
         or _comparability(before_rows, after_rows, len(before_counts), len(after_counts), shared.size,
                           ungraded=(before_all["situation_id"].nunique() - len(before_counts),
-                                    after_all["situation_id"].nunique() - len(after_counts))),
+                                    after_all["situation_id"].nunique() - len(after_counts)),
+                          held_out=(before_all, after_all)),
         ungraded_tasks=int(ran.size - shared.size),
     )
 
@@ -119,14 +121,19 @@ def _context(rows: pd.DataFrame, shared: np.ndarray) -> pd.DataFrame:
 
 def _comparability(
     before_rows: pd.DataFrame, after_rows: pd.DataFrame, n_before: int, n_after: int, n_shared: int,
-    *, ungraded: tuple[int, int] = (0, 0),
+    *, ungraded: tuple[int, int] = (0, 0), held_out: tuple[pd.DataFrame, pd.DataFrame] | None = None,
 ) -> tuple[str, str] | None:
     """(verdict, reason) when the two sides cannot be compared at all, else None."""
     if n_before == 0 or n_after == 0:
-        side, lost = ("baseline", ungraded[0]) if n_before == 0 else ("candidate", ungraded[1])
+        index = 0 if n_before == 0 else 1
+        side, lost = ("baseline", "candidate")[index], ungraded[index]
         if lost:
+            # What to fix follows from how the samples errored (a user model off its protocol is no endpoint fault).
+            rows = held_out[index] if held_out is not None else pd.DataFrame()
+            errored = rows["status"][rows["status"].isin(ERROR_STATUSES)] if "status" in rows.columns else []
+            fix = remedy(pd.Series(errored).value_counts().to_dict()) or "fix the model endpoint"
             return INSUFFICIENT_DATA, (f"the {side} has no graded held-out rows: every sample of its {lost} held-out "
-                                       "tasks errored (see rollout_health); fix the model endpoint and re-run.")
+                                       f"tasks errored (see rollout_health); {fix}, and re-run.")
         return INSUFFICIENT_DATA, f"the {side} has no held-out rows; roll it out on the held-out split."
     judges_before = set(before_rows["judge_version"].dropna())
     judges_after = set(after_rows["judge_version"].dropna())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # --- How a rollout ended -------------------------------------------------------------------------------------------
 OK = "ok"  # the conversation ended on a protocol reason: goal reached in the world, or the user was satisfied
 USER_LEFT = "user_left"  # the user walked away: a refusal accepted, or patience spent
@@ -18,6 +20,21 @@ ERROR_STATUSES: tuple[str, ...] = (PROVIDER_ERROR, INVALID_RESPONSE, USER_ERROR)
 def is_error(status: str | None) -> bool:
     """Whether a rollout status is a failure outside the agent's conduct (the row is never graded)."""
     return status in ERROR_STATUSES
+
+
+# What to fix for each kind of ungraded rollout: a user model that ignores the user protocol is no endpoint fault.
+REMEDIES: dict[str, str] = {
+    PROVIDER_ERROR: "fix the agent's model endpoint (or its callable)",
+    INVALID_RESPONSE: "fix what the agent's endpoint returns (see the error: not a valid completion)",
+    USER_ERROR: ("fix the simulated user's model: its calls failed or its replies did not follow the user_action "
+                 "protocol (see the error; a user_model that cannot follow it needs a stronger model)"),
+}
+
+
+def remedy(errored: Mapping[str, int]) -> str:
+    """What to fix, from errored rollouts counted by status, most frequent first (one clause per status seen)."""
+    seen = sorted(errored, key=lambda status: (-errored[status], status))
+    return "; ".join(REMEDIES.get(status, f"see the {status} rollouts' error") for status in seen)
 
 
 # --- What a tool call returned (the `status` of every sandbox result) ----------------------------------------------

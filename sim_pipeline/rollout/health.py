@@ -11,15 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sim_pipeline import defaults
-from sim_pipeline.protocol.statuses import ERROR_STATUSES, INVALID_RESPONSE, PROVIDER_ERROR, USER_ERROR
-
-# What to fix for each kind of ungraded rollout: a user model that ignores the user protocol is no endpoint fault.
-REMEDIES: dict[str, str] = {
-    PROVIDER_ERROR: "fix the agent's model endpoint (or its callable)",
-    INVALID_RESPONSE: "fix what the agent's endpoint returns (see the error: not a valid completion)",
-    USER_ERROR: ("fix the simulated user's model: its calls failed or its replies did not follow the user_action "
-                 "protocol (see the error; a user_model that cannot follow it needs a stronger model)"),
-}
+from sim_pipeline.protocol.statuses import ERROR_STATUSES, remedy
 
 
 @dataclass(frozen=True)
@@ -52,9 +44,7 @@ class Health:
 
     def remedy(self) -> str:
         """What to fix, from the errored rollouts' statuses, most frequent first (one clause per status seen)."""
-        seen = sorted(self.by_status, key=lambda status: (-self.by_status[status], status))
-        return "; ".join(REMEDIES.get(status, f"see the {status} rollouts' error") for status in seen) or \
-            "roll the partition out"
+        return remedy(self.by_status) or "roll the partition out"
 
 
 def rollout_health(rows: pd.DataFrame, *, max_share: float = defaults.MAX_ERROR_SHARE) -> Health:

@@ -46,6 +46,16 @@ def test_tasks_whose_samples_all_errored_leave_the_pairing_and_are_counted(grade
     assert blocked.ungraded_tasks == 3 and "no graded held-out rows" in blocked.blocked[1]
 
 
+def test_a_side_with_nothing_graded_is_told_what_to_fix_from_how_it_errored(grades_builder) -> None:
+    before = grades_builder("v1", np.zeros((3, 2)))
+    nothing = grades_builder("v2", np.full((3, 2), np.nan))
+    user_off_protocol = pair_tasks(before, nothing.assign(status="user_error"), **VERSIONS).blocked[1]
+    assert "simulated user's model" in user_off_protocol and "agent's model endpoint" not in user_off_protocol
+    mixed = nothing.assign(status=["provider_error"] * 4 + ["user_error"] * 2)
+    reason = pair_tasks(before, mixed, **VERSIONS).blocked[1]
+    assert reason.index("agent's model endpoint") < reason.index("simulated user's model")  # most frequent first
+
+
 def test_tasks_missing_a_metric_are_dropped(grades_builder) -> None:
     rewards = np.ones((4, 3))
     table = paired_differences(grades_builder("v1", rewards), grades_builder("v2", rewards), k=4, **VERSIONS)
