@@ -192,11 +192,15 @@ def judge_trust_report(
     # is unreadable never gets a judged gold row, and more gold would never make it trusted.
     if any(b.bound.decision == OVER for b in bounded):
         verdict = UNTRUSTED
+        # More gold cannot undo such a rate, so asking for it would send the user labelling instead of fixing.
+        flags = tuple(flag for flag in flags if flag.name != "gold_count")
+        short = 0
     elif short or one_class[0]:
         verdict = INCONCLUSIVE
     else:
         verdict = UNTRUSTED if flags else INCONCLUSIVE if undecided else TRUSTED
-    needed = max([short, *(b.more_rows(len(gold_rows)) for b in bounded if b.bound.decision == UNDECIDED)])
+    needed = 0 if verdict == UNTRUSTED else max(
+        [short, *(b.more_rows(len(gold_rows)) for b in bounded if b.bound.decision == UNDECIDED)])
     return JudgeTrustReport(verdict, flags, metrics, needed, stats, notes, undecided if verdict != UNTRUSTED else (),
                             by_tool)
 

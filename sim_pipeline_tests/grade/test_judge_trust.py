@@ -10,6 +10,7 @@ from scipy import stats as sps
 from sim_pipeline import defaults
 from sim_pipeline.errors import StatisticsError
 from sim_pipeline.grade.judge_trust import (
+    flag_lines,
     judge_agreement,
     judge_trust_report,
     model_family,
@@ -108,6 +109,9 @@ def test_a_judge_whose_every_reply_is_unreadable_is_untrusted_before_the_gold_fl
     report = _report(_gold_table(gold, np.full(gold.size, np.nan), status=["invalid_result"] * gold.size))
     assert report.verdict == "untrusted" and report.agreement.n == 0
     assert "judge_failures" in {flag.name for flag in report.flags}
+    # Nor does it ask for gold: labelling more would not change the verdict, fixing the judge's output would.
+    assert "gold_count" not in {flag.name for flag in report.flags} and report.needed_more_gold == 0
+    assert not any("label" in line for line in flag_lines(report))
     # A careful judge on as few rows stays inconclusive: only a rate placed over its tolerance refuses early.
     assert _report(_gold_table(gold, gold)).verdict == "inconclusive"
 
