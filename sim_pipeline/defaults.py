@@ -35,6 +35,9 @@ EVENT_LOG_KEPT_RUN_SHARDS = 4  # run event-log files whose sqlite connection a s
 EVENT_LOG_SQLITE_SYNCHRONOUS = "NORMAL"  # sqlite `synchronous` of the kept event-log connections: in WAL mode a commit
 # no longer waits for a disk sync (measured: 3.3x faster runs of 300 events on ext4); the file is never corrupted, a
 # power loss may drop the last events only (a killed process loses none: the WAL is in the OS cache)
+WAREHOUSE_PARSED_CACHE_BYTES = 32 * 1024 * 1024  # Arrow bytes of parsed warehouse files a process keeps, by content
+# sha256: a cold retail run reads each rollouts file 9 times (grades, every cut, scores, checks, the summary) and all
+# its files parse to ~18 MB, so one parse per file serves the run; small beside the run's ~440 MB peak
 SLUG_PATTERN = r"[A-Za-z0-9._-]+"  # policy version slugs: safe in paths, partition keys and hive directories
 DEFINITION_MAX_DEPTH = 32  # nesting a registry or pack file may have (the shipped ones reach 10): deeper is a mistake,
 # and the YAML/JSON parsers and schema checks recurse once per level, towards Python's stack limit

@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
+from collections import OrderedDict
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
+from sim_pipeline import defaults
 from sim_pipeline.errors import WarehouseError
 
 
@@ -195,7 +198,12 @@ def verify_content(path: UPath, content: bytes, *, expected: RecordedHash | None
     """Check a file's bytes: against its sidecar when it has one; else against `expected` or the lookup's recorded
     content_sha256; with neither, refuse it (or, where the user allowed it, warn). A mismatch is an error naming the
     file, the record it failed and the fix."""
-    digest = hashlib.sha256(content).hexdigest()
+    _verify(path, hashlib.sha256(content).hexdigest(), expected=expected, verification=verification)
+
+
+def _verify(path: UPath, digest: str, *, expected: RecordedHash | None = None,
+            verification: Verification | None = None) -> None:
+    """`verify_content` for bytes whose sha256 is `digest`."""
     sidecar = recorded_sha256(path)
     if sidecar is not None:
         if digest != sidecar:
@@ -228,12 +236,18 @@ def verify_content(path: UPath, content: bytes, *, expected: RecordedHash | None
 def read_bytes_verified(path: UPath, *, expected: RecordedHash | None = None) -> bytes:
     """A warehouse file's bytes, checked against its sidecar or, without one, the recorded content_sha256
     (`verify_content`)."""
+    return _read_checked(path, expected)[0]
+
+
+def _read_checked(path: UPath, expected: RecordedHash | None) -> tuple[bytes, str]:
+    """A warehouse file's bytes, verified as `read_bytes_verified` does, and their sha256 (hashed once)."""
     try:
         content = path.read_bytes()
     except OSError as exc:
         raise WarehouseError(f"{path}: cannot be read ({exc}). {rematerialize_hint(path)}") from None
-    verify_content(path, content, expected=expected)
-    return content
+    digest = hashlib.sha256(content).hexdigest()
+    _verify(path, digest, expected=expected)
+    return content, digest
 
 
 def _nested(field_type: pa.DataType) -> bool:
@@ -250,21 +264,65 @@ def read_table(path: UPath, *, expected: RecordedHash | None = None) -> pd.DataF
 def read_verified(path: UPath, *, expected: RecordedHash | None = None) -> tuple[pd.DataFrame, str]:
     """One partition as `read_table` reads it, and the sha256 of the bytes it was read from (what a lineage
     records)."""
-    content = read_bytes_verified(path, expected=expected)
+    content, digest = _read_checked(path, expected)
     try:  # a damaged file may fail in the footer, a page, or only when a name or value is decoded
-        table = pq.read_table(pa.BufferReader(content), page_checksum_verification=True)
-        return table_frame(table), hashlib.sha256(content).hexdigest()
+        table = _PARSED.get(digest)
+        if table is None:
+            table = pq.read_table(pa.BufferReader(content), page_checksum_verification=True)
+            frame = table_frame(table)  # decoded in full before it is kept: only a readable file's table is
+            _PARSED.put(digest, table)
+            return frame, digest
+        return table_frame(table), digest
     except (pa.ArrowException, OSError, ValueError) as exc:
         detail = str(exc).replace("'<Buffer>'", "it").replace("<Buffer>", "it")  # we read it from memory
         raise WarehouseError(f"{path}: not a readable Parquet file ({detail}). {rematerialize_hint(path)}") from None
 
 
+class _ParsedTables:
+    """Parsed (and page-checksum verified) Arrow tables by the sha256 of the file bytes they came from, least recently
+    used dropped past a size. Bytes with the same sha256 parse to the same table, so a read of a file whose content
+    was parsed before skips the parse; every read still hashes and verifies the bytes it read, and builds a fresh
+    DataFrame (its lists and dicts are new objects, which a caller may change)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+        self.tables: OrderedDict[str, pa.Table] = OrderedDict()
+        self.lock = threading.Lock()  # a process may run steps in threads (the backfill daemon, a notebook)
+
+    def get(self, digest: str) -> pa.Table | None:
+        """The table parsed from bytes of this sha256, if still kept."""
+        with self.lock:
+            table = self.tables.get(digest)
+            if table is not None:
+                self.tables.move_to_end(digest)
+            return table
+
+    def put(self, digest: str, table: pa.Table) -> None:
+        """Keep a table parsed from bytes of this sha256, dropping the least recently used past the limit."""
+        if table.nbytes > self.limit:
+            return
+        with self.lock:
+            if digest in self.tables:
+                return
+            self.tables[digest] = table
+            self.size += table.nbytes
+            while self.size > self.limit:
+                self.size -= self.tables.popitem(last=False)[1].nbytes
+
+
+_PARSED = _ParsedTables(defaults.WAREHOUSE_PARSED_CACHE_BYTES)
+
+
 def table_frame(table: pa.Table) -> pd.DataFrame:
     """A DataFrame whose nested columns are Python lists and dicts, not numpy arrays."""
-    frame = table.to_pandas()
-    for name in table.column_names:
-        if _nested(table.schema.field(name).type):
-            frame[name] = pd.Series(table.column(name).to_pylist(), index=frame.index, dtype=object)
+    nested = [i for i, field in enumerate(table.schema) if _nested(field.type)]
+    if not nested:
+        return table.to_pandas()
+    # Only the flat columns go through to_pandas: it would turn each nested one into numpy arrays, thrown away here.
+    flat = table.drop_columns([table.column_names[i] for i in nested])
+    frame = flat.to_pandas() if flat.num_columns else pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+    for i in nested:  # in increasing position, so each lands where it is in the table
+        frame.insert(i, table.column_names[i], pd.Series(table.column(i).to_pylist(), index=frame.index, dtype=object))
     return frame
 
 
