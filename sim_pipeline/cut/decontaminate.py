@@ -76,7 +76,9 @@ def find_leaks(
     heldout_ids = {str(situation_id) for situation_id in heldout_situation_ids}
     by_id = frame["situation_id"].astype(str).isin(heldout_ids).to_numpy(dtype=bool)
     index: dict[tuple[str, ...], set[int]] = {}  # n-gram -> the held-out openings containing it
-    for j, opening in enumerate(heldout_openings):
+    # Each distinct opening once (callers pass one per held-out rollout, so each repeats k times): a verdict reads
+    # only the largest share any one opening holds, the same for every copy of it.
+    for j, opening in enumerate(dict.fromkeys(heldout_openings)):
         for gram in word_ngrams(opening, n=n):
             index.setdefault(gram, set()).add(j)
     by_ngram = np.zeros(len(frame), dtype=bool)

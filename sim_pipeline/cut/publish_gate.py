@@ -178,9 +178,10 @@ def _leak_reasons(
 
 def _judge_only_reasons(cut: pd.DataFrame) -> list[str]:
     columns = [column for column in (*MESSAGE_COLUMNS, "tools") if column in cut.columns]
+    # Column by column, zipped: iterrows built a Series per row, most of this check's time on a cut of ~400 rows.
     flagged = sum(
-        any(_JUDGE_ONLY.search(text) for column in columns for text in _texts(row[column]))
-        for _, row in cut[columns].iterrows()
+        any(_JUDGE_ONLY.search(text) for value in values for text in _texts(value))
+        for values in zip(*(cut[column] for column in columns))
     )
     if not flagged:
         return []
