@@ -129,6 +129,8 @@ EXTRACTED_VALUES_CACHE_SIZE = 4096  # user texts whose argument values the embed
 # turn re-read every earlier user text (7% of a cold `make run`); a run's rollouts repeat a few hundred texts
 TOKEN_COUNT_CACHE_SIZE = 2048  # message texts whose embedded-model token count is kept: every call counted the
 # whole prompt again (4% of a cold `make run`); the texts of the conversations in flight repeat (more holds memory)
+SIM_AGENT_TEXT_CACHE = 4096  # texts whose intent words the embedded agent keeps (tool descriptions, user requests):
+# every turn re-read them all; a run's rollouts repeat a few hundred texts
 WORLD_ARRAY_EXTRA_ITEMS = 2  # a drawn list holds minItems to minItems + 2 items (within maxItems): an order of one to
 # three dishes, not always exactly the minimum
 WORLD_ID_DRAW_TRIES = 1000  # fresh-id draws before an id space (e.g. an enum of 3 ids) counts as exhausted

@@ -15,6 +15,7 @@ the profile.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import re
@@ -51,10 +52,24 @@ _FACT_SENTENCE = re.compile(r"\b(?:my|the|our)\s+[a-z ]{1,40}?\s+(?:is|are)\s+.+
                             re.IGNORECASE)  # "My order id is 48213." / "The reason is ..." (up to the sentence's end)
 
 
-def _words(text: str) -> set[str]:
-    """Content words, lower-cased, plural s stripped: the vocabulary intent is matched on."""
+@functools.lru_cache(maxsize=defaults.SIM_AGENT_TEXT_CACHE)
+def _words(text: str) -> frozenset[str]:
+    """Content words, lower-cased, plural s stripped: the vocabulary intent is matched on.
+
+    Cached per text: every turn of every rollout reads the same tool descriptions and openings again.
+    """
     words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", text)} - _STOP_WORDS
-    return {w[:-1] if w.endswith("s") and len(w) > 4 else w for w in words}
+    return frozenset(w[:-1] if w.endswith("s") and len(w) > 4 else w for w in words)
+
+
+# A tool name's kind, guessed once per name (a pure function of the name, asked on every turn of every rollout).
+_kind = functools.cache(guess_kind)
+
+
+@functools.lru_cache(maxsize=defaults.SIM_AGENT_TEXT_CACHE)
+def _policy_card(system: str | None) -> dict[str, Any]:
+    """The policy card of a system prompt, parsed once per prompt (every turn read it again); read-only."""
+    return find_card([{"content": system}], "policy") or {"rules": []}
 
 
 @dataclass(frozen=True)
@@ -165,13 +180,14 @@ class _Turn:
                  salt: str) -> None:
         self.profile = profile
         self.tools = {t["function"]["name"]: t["function"] for t in tools}
-        self.kinds = {name: guess_kind(name) for name in self.tools}  # the agent sees names only: it guesses
+        self.kinds = {name: _kind(name) for name in self.tools}  # the agent sees names only: it guesses
         self.reading: Reading = read(messages)
-        self.policy = find_card(messages[:1], "policy") or {"rules": []}
+        self.policy = _policy_card(messages[0].get("content")) if messages else {"rules": []}
         self.salt = salt
         properties = {k: v for t in self.tools.values() for k, v in t["parameters"].get("properties", {}).items()}
         self.known = known_values(self.reading, properties)
         self._intents: list[tuple[str | None, float]] | None = None
+        self._request: str | None = None
         self._asked: dict[str, str | None] = {}  # injected text -> the tool it asks for (shared by every branch)
         # Read once per turn, shared by every intent's branch: how indirect the request is, which values are far back.
         self.signals = min(indirectness(self.request_text()), defaults.MISROUTE_MAX_SIGNALS)  # (cached per text)
@@ -245,7 +261,9 @@ class _Turn:
 
     def request_text(self) -> str:
         """What the user asked for, not the details they listed: "my customer id is C0283" names a fact, not a tool."""
-        return " ".join(_FACT_SENTENCE.sub(" ", t) for t in self.reading.user_texts)
+        if self._request is None:  # read twice a turn (indirectness, intents): the same transcript, the same text
+            self._request = " ".join(_FACT_SENTENCE.sub(" ", t) for t in self.reading.user_texts)
+        return self._request
 
     def intents(self) -> list[tuple[str | None, float]]:
         """Candidate intents (a tool name, or None: no tool fits) with logits from idf-weighted word overlap."""
@@ -299,7 +317,7 @@ class _Turn:
 
     def off_topic(self) -> list[Option]:
         title = self.policy.get("title", "our service")
-        reads = sorted(n for n in self.tools if guess_kind(n) == "read")
+        reads = sorted(n for n in self.tools if self.kinds[n] == "read")
         options = [Option("decline", 0.0, _text(f"I'm sorry, I can only help with {title} requests. "
                                                   "Is there anything about your account I can do?"))]
         if reads:
@@ -540,7 +558,7 @@ class _Turn:
             if status in SUCCESS:
                 return None  # a helper step succeeded: plan the next step
         if last.name == intent and status in SUCCESS:
-            if not writes(guess_kind(intent)):  # the agent sees names only: it guesses what a tool does
+            if not writes(_kind(intent)):  # the agent sees names only: it guesses what a tool does
                 record = next((v for v in last.result.values() if isinstance(v, (dict, list))), {})
                 return [Option("answer", 0.0, _text(f"Here is what I found: {record}"))]
             return [Option("report_success", 0.0, _text(
