@@ -4,6 +4,7 @@ Every test points litellm at the scripted OpenAI-compatible server and counts wh
 """
 
 import asyncio
+import math
 import re
 import threading
 import time
@@ -49,6 +50,21 @@ def test_an_agent_and_a_judge_on_two_endpoints_in_one_gateway(monkeypatch):
         assert call(gateway, "agent").message["content"] == ANSWER["content"]
         assert call(gateway, "judge").message["content"] == '{"score": 1}'
     assert (len(agent.requests), len(judge.requests)) == (1, 1)
+
+
+def test_a_call_costs_what_litellm_prices_it_at_and_nan_without_a_price():
+    """The gateway reads litellm's own price of a response rather than pricing it again: the figure completion_cost
+    gives a priced model, and NaN (an unknown price, never 0.0) for a model litellm has no price for."""
+    import litellm
+
+    with ScriptedServer(replies(ANSWER, ANSWER, ANSWER)) as server:
+        priced = ModelConfig(name="priced", model="openai/gpt-4o-mini", api_base=server.base_url)
+        gateway = Gateway(models={"priced": priced, "local": config(server)})
+        paid, unpriced = call(gateway, "priced"), call(gateway, "local")
+        response = litellm.completion(model="openai/gpt-4o-mini", messages=MESSAGES, api_base=server.base_url,
+                                      api_key="sk-test-not-a-real-key", max_retries=0)
+    assert paid.cost == litellm.completion_cost(completion_response=response) > 0
+    assert math.isnan(unpriced.cost)
 
 
 def test_logprobs_off_is_never_asked_for():
