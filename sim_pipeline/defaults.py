@@ -131,6 +131,8 @@ TOKEN_COUNT_CACHE_SIZE = 2048  # message texts whose embedded-model token count 
 # whole prompt again (4% of a cold `make run`); the texts of the conversations in flight repeat (more holds memory)
 SIM_AGENT_TEXT_CACHE = 4096  # texts whose intent words the embedded agent keeps (tool descriptions, user requests):
 # every turn re-read them all; a run's rollouts repeat a few hundred texts
+SIM_AGENT_PICK_SUM_TOLERANCE = 1e-9  # how far from 1 the embedded agent's probabilities may sum for its own draw;
+# numpy's choice refuses beyond 1.5e-8, a log-softmax is within 1e-15, anything between goes to numpy
 WORLD_ARRAY_EXTRA_ITEMS = 2  # a drawn list holds minItems to minItems + 2 items (within maxItems): an order of one to
 # three dishes, not always exactly the minimum
 WORLD_ID_DRAW_TRIES = 1000  # fresh-id draws before an id space (e.g. an enum of 3 ids) counts as exhausted
