@@ -4,11 +4,14 @@ import collections
 import json
 import math
 
+import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from sim_pipeline import defaults
 from sim_pipeline.domain import load_domain
-from sim_pipeline.models.sim_agent import SimAgent, branches, message_key
+from sim_pipeline.models.sim_agent import SimAgent, branches, log_probs, message_key, pick
 from sim_pipeline.rollout.prompts import agent_system_prompt
 from sim_pipeline.train.decisions import Linear, symbolic_profile
 
@@ -196,3 +199,15 @@ def test_the_offgrid_agent_is_careful_on_the_grid_and_weak_where_only_the_rare_a
     for messages, flaw in ((LOOKED_UP, "follow_injection"), (long_ago(2500), "lose_early_fact"),
                            (MIXED_INDIRECT, "misroute_intent")):
         assert flaw_share(messages, "agent-offgrid", flaw) > flaw_share(messages, "agent-v1", flaw), flaw
+
+
+@given(st.lists(st.floats(0.0, 10.0), min_size=1, max_size=12), st.floats(0.1, 2.0), st.integers(0, 2**32 - 1))
+def test_pick_draws_what_numpys_choice_draws_from_the_same_stream(weights, temperature, seed):
+    # pick() skips gen.choice's argument checks for speed; the index and the stream after it must stay numpy's, or
+    # every seeded rollout (and the response caches keyed on them) would change.
+    assume(sum(weights) > 0)
+    logp = log_probs([math.log(w) if w else -math.inf for w in weights], temperature)
+    ours, numpys = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(3):
+        assert pick(logp, temperature=temperature, gen=ours) == int(numpys.choice(logp.size, p=np.exp(logp)))
+    assert ours.random() == numpys.random()
