@@ -39,6 +39,7 @@ from sim_pipeline.grade.probes import (
     swap_closing,
     with_filler,
 )
+from sim_pipeline.measure.binomial import binomtest_pvalue
 from sim_pipeline.measure.rate_bounds import OVER, UNDECIDED, bound_rate
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.protocol.expected import Expected
@@ -274,9 +275,7 @@ def check_filler(grades: pd.DataFrame) -> CheckResult:
     down = int(((both["judge_reward"] == 1) & (both[FILLER] == 0)).sum())
     net = (up - down) / len(both) if len(both) else float("nan")
     if up + down:
-        from scipy import stats as sps  # scipy.stats costs ~3 s and ~45 MB to import: paid where a flip is tested
-
-        p = float(sps.binomtest(up, up + down, 0.5).pvalue)
+        p = binomtest_pvalue(up, up + down, 0.5)
     else:
         p = 1.0
     measured: dict[str, float | str] = {"filler_n": len(both), "filler_to_pass": up, "filler_to_fail": down,

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sim_pipeline.defaults import RATE_BOUND_FIRST_TRIALS, RATE_BOUND_MAX_TRIALS
+from sim_pipeline.measure.binomial import beta_ppf, binom_cdf, binom_ppf
 
 WITHIN, OVER, UNDECIDED = "within", "over", "undecided"
 
@@ -43,9 +44,7 @@ def bound_rate(bad: float, n: float, *, tolerated: float, limit: float, alpha: f
     if n <= 0:
         return RateBound(float("nan"), 0.0, 1.0, 0.0, UNDECIDED, needed)
     bad = min(max(float(bad), 0.0), float(n))
-    from scipy import stats as sps  # scipy.stats costs ~3 s and ~45 MB to import: paid where a bound is computed
-
-    high = 1.0 if bad >= n else float(sps.beta.ppf(1.0 - beta, bad + 1.0, n - bad))
+    high = 1.0 if bad >= n else float(beta_ppf(1.0 - beta, bad + 1.0, n - bad))
     low = lower_bound(bad, n, alpha)
     decision = WITHIN if high < limit else OVER if low > tolerated else UNDECIDED
     return RateBound(bad / n, low, high, float(n), decision, needed)
@@ -53,9 +52,7 @@ def bound_rate(bad: float, n: float, *, tolerated: float, limit: float, alpha: f
 
 def lower_bound(bad: float, n: float, alpha: float) -> float:
     """The one-sided Clopper-Pearson lower bound at confidence 1 - alpha (0 with no bad event)."""
-    from scipy import stats as sps  # see bound_rate
-
-    return 0.0 if bad <= 0 or n <= 0 else float(sps.beta.ppf(alpha, bad, n - bad + 1.0))
+    return 0.0 if bad <= 0 or n <= 0 else float(beta_ppf(alpha, bad, n - bad + 1.0))
 
 
 @lru_cache(maxsize=64)
@@ -68,16 +65,14 @@ def decisive_trials(tolerated: float, limit: float, alpha: float, beta: float) -
     """
     if not 0.0 <= tolerated < limit <= 1.0:
         raise ValueError(f"tolerated {tolerated} must be below limit {limit}, both in [0, 1]")
-    from scipy import stats as sps  # see bound_rate
-
     # In blocks that double, from the smallest n: the answer is usually in the first few hundred, and each n costs
     # a quantile and a cdf (every n up to the maximum at once was 5% of a cold `make run`). Elementwise: the same n
     # gives the same answer in any block.
     start, size = 1, RATE_BOUND_FIRST_TRIALS
     while start <= RATE_BOUND_MAX_TRIALS:
         n = np.arange(start, min(start + size, RATE_BOUND_MAX_TRIALS + 1))
-        within = sps.binom.ppf(beta, n, limit) - 1
-        ok = (within >= 0) & (sps.binom.cdf(within, n, tolerated) >= 1.0 - alpha)
+        within = binom_ppf(beta, n, limit) - 1
+        ok = (within >= 0) & (binom_cdf(within, n, tolerated) >= 1.0 - alpha)
         if ok.any():
             return int(n[np.argmax(ok)])
         start, size = start + size, 2 * size
