@@ -121,7 +121,7 @@ def _context(rows: pd.DataFrame, shared: np.ndarray) -> pd.DataFrame:
 
 def _comparability(
     before_rows: pd.DataFrame, after_rows: pd.DataFrame, n_before: int, n_after: int, n_shared: int,
-    *, ungraded: tuple[int, int] = (0, 0), held_out: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+    *, ungraded: tuple[int, int], held_out: tuple[pd.DataFrame, pd.DataFrame],
 ) -> tuple[str, str] | None:
     """(verdict, reason) when the two sides cannot be compared at all, else None."""
     if n_before == 0 or n_after == 0:
@@ -129,7 +129,7 @@ def _comparability(
         side, lost = ("baseline", "candidate")[index], ungraded[index]
         if lost:
             # What to fix follows from how the samples errored (a user model off its protocol is no endpoint fault).
-            rows = held_out[index] if held_out is not None else pd.DataFrame()
+            rows = held_out[index]
             errored = rows["status"][rows["status"].isin(ERROR_STATUSES)] if "status" in rows.columns else []
             fix = remedy(pd.Series(errored).value_counts().to_dict()) or "fix the model endpoint"
             return INSUFFICIENT_DATA, (f"the {side} has no graded held-out rows: every sample of its {lost} held-out "
