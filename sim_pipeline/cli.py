@@ -89,6 +89,26 @@ def _chosen_versions(domain: str, asked_items: list[str] | None, registry_path: 
     return versions
 
 
+def _check_models(registry_path: Path, versions: list[PolicyVersion], writer: str | None) -> None:
+    """Every model the runs will call passes the gateway's check (a known embedded model or litellm provider, its
+    key set, its endpoint listening) before any step runs: a typo in --writer or the registry costs no run."""
+    from sim_pipeline.errors import ModelCallError
+    from sim_pipeline.models.gateway import Gateway
+    from sim_pipeline.registry import load_models
+
+    gateway = Gateway(fast_path=True, models=load_models(registry_path))
+    if writer is not None:
+        try:
+            gateway.check(writer)
+        except ModelCallError as exc:
+            raise SimPipelineError(f"--writer {writer}: {exc}") from None
+    for version in versions:
+        try:
+            gateway.check_all(version.models_called(writer or defaults.SEARCH_WRITER_MODEL))
+        except ModelCallError as exc:
+            raise SimPipelineError(f"version '{version.slug}' of {registry_path}: {exc}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Materialize every step for one seed and the domain's versions, then print the summary."""
     from sim_pipeline.defs.io import verifying_with
@@ -114,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
              if value is not None}
     if args.samples is not None:
         sizes["probe_samples"] = 0  # an explicit sample count is what runs: no probe-then-fill
+    _check_models(registry, versions, args.writer)
     instance = _instance()
     sync_partitions(instance, [args.domain], registry_path=str(registry))
     outcomes = []

@@ -19,6 +19,23 @@ def test_unknown_domain_is_one_clear_line(capsys):
     assert "Traceback" not in err
 
 
+def test_a_run_naming_a_model_no_provider_serves_is_refused_before_anything_is_made(tmp_path, monkeypatch, capsys):
+    """--writer (or a registry entry) with a model litellm cannot route: one line naming where it came from and the
+    fix, exit 2, and no Dagster instance or warehouse written (not a run stopped at its search step)."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    warehouse = tmp_path / "wh"
+    assert main(["run", "--domain", "retail", "--writer", "nosuch/writer", "--warehouse", str(warehouse)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("error: --writer nosuch/writer: model 'nosuch/writer': litellm knows no provider") and \
+        "Fix: write it as provider/model" in err
+    registry = tmp_path / "policies.yaml"
+    registry.write_text("policies:\n  typo-v1: {domain: retail, model: sim/agent-v1, judge_model: nosuch/judge}\n")
+    assert main(["run", "--domain", "retail", "--registry", str(registry), "--warehouse", str(warehouse)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(f"error: version 'typo-v1' of {registry}: model 'nosuch/judge': litellm knows no provider")
+    assert not warehouse.exists() and not (tmp_path / "dagster_home").exists()
+
+
 def test_version_of_another_domain_is_refused(capsys):
     assert main(["run", "--domain", "retail", "--versions", "helpdesk-v1"]) == 2
     assert "do not serve domain 'retail'" in capsys.readouterr().err

@@ -61,6 +61,19 @@ def _litellm() -> Any:
     return litellm
 
 
+def _known_provider(config: ModelConfig) -> None:
+    """Raise ModelCallError with the fix when litellm cannot tell which provider serves the model string: each of its
+    calls would fail the same way, after the run had started."""
+    provider = config.params.get("custom_llm_provider")
+    try:
+        _litellm().get_llm_provider(model=config.model, custom_llm_provider=provider, api_base=config.api_base)
+    except Exception:  # noqa: BLE001 -- litellm's BadRequestError, or whatever an older litellm raises
+        raise ModelCallError(f"model '{config.name}': litellm knows no provider for '{config.model}'. Fix: write it "
+                             "as provider/model (openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/llama3; "
+                             "openai/<name> for an OpenAI-compatible server at api_base), or name a model of the "
+                             "registry") from None
+
+
 LOCAL_SERVER_KEY = "sk-no-key-needed"  # sent to an api_base that has no key variable (local servers ignore it)
 
 
@@ -300,6 +313,7 @@ class Gateway:
         elif is_mcp_agent(model):
             check_harness(model)
         elif not model.startswith(CALLABLE_PREFIX):
+            _known_provider(config)
             key = self.api_key(config)  # raises when a named key variable is not set
             if config.api_base:
                 _reachable(config)

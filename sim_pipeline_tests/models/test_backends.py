@@ -116,6 +116,20 @@ def test_a_dead_endpoint_stops_the_run_before_the_first_request():
         call(Gateway(backoff_s=0, models={"local": dead}), "local")
 
 
+def test_a_model_string_litellm_has_no_provider_for_stops_the_run_before_the_first_request():
+    """A typo'd provider fails every call the same way: the check refuses it with the fix, and a model that names
+    its provider (a prefix, or `custom_llm_provider` in its parameters) passes."""
+    with ScriptedServer(replies(ANSWER)) as server:
+        unknown = ModelConfig(name="typo", model="opnai/scripted-agent", api_base=server.base_url)
+        with pytest.raises(ModelCallError, match=r"model 'typo': litellm knows no provider for 'opnai/scripted-agent'"
+                                                 r"\. Fix: write it as provider/model"):
+            call(Gateway(backoff_s=0, models={"typo": unknown}), "typo")
+        bare = ModelConfig(name="bare", model="scripted-agent", api_base=server.base_url,
+                           params={"custom_llm_provider": "openai"})
+        Gateway(models={"bare": bare, "local": config(server)}).check_all(["bare", "local"])
+    assert server.requests == []
+
+
 def test_an_endpoint_that_keeps_failing_stops_the_run_after_failures_in_a_row():
     with ScriptedServer(always(503)) as server:
         gateway = Gateway(backoff_s=0, models={"local": config(server)})
