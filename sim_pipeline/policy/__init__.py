@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sim_pipeline.policy._arguments import ArgumentKind
 from sim_pipeline.policy.kind import RuleKind, Term, TermContext
-from sim_pipeline.protocol.careful import Reading, claim_after_failure, claimed_handoff, confirmed_other, stray_attempt
+from sim_pipeline.protocol.careful import Reading, claim_after_failure, claimed_handoff, confirmed_other, \
+    other_value_attempt, stray_attempt
 from sim_pipeline.protocol.expected import Expected
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def careless(reading: Reading, expected: Expected, *, claims: bool = True) -> st
     takes the agent's word)."""
     breach = rule_breach(reading, expected)
     return (stray_attempt(reading, expected) or (breach[1] if breach else None)
-            or confirmed_other(reading, expected)
+            or other_value_attempt(reading, expected) or confirmed_other(reading, expected)
             or (claim_after_failure(reading) or claimed_handoff(reading) if claims else None))
 
 

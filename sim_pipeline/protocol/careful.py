@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from sim_pipeline.protocol.expected import Expected
+from sim_pipeline.protocol.expected import Expected, agrees
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, claims_handoff, classify_reply, \
     says_cannot, tells
 from sim_pipeline.protocol.statuses import FAULT_STATUSES, SUCCESS_STATUSES
@@ -96,6 +96,29 @@ def stray_attempt(reading: Reading, expected: Expected) -> str | None:
             return (f"attempted {call.tool} on {call.record} (the world answered '{call.status}'), not the user's "
                     f"record {record}")
     return None
+
+
+def other_value_attempt(reading: Reading, expected: Expected) -> str | None:
+    """The first attempt of the intended write that sent a value of the user's otherwise (one the policy limits or
+    the write puts on the record), or None: refused or applied alike, it is a change the user did not ask for."""
+    for call in reading.attempts((expected.tool,) if expected.tool else ()):
+        wrong = {k: call.arguments[k] for k, v in expected.arguments.items()
+                 if call.arguments.get(k) is not None and not _same_value(call.arguments[k], v)}
+        if wrong:
+            return (f"attempted {call.tool} (the world answered '{call.status}') with {wrong}, not the user's "
+                    f"{ {k: expected.arguments[k] for k in wrong} }")
+    return None
+
+
+def _same_value(given: Any, wanted: Any) -> bool:
+    """`agrees`, reading a number sent as text ("300") by its value: a call the world may refuse for its type, but
+    not one about another amount. A value left out is not compared (the world asks for it; nothing was sent)."""
+    if isinstance(given, str) and isinstance(wanted, (int, float)) and not isinstance(wanted, bool):
+        try:
+            given = float(given.strip())
+        except ValueError:
+            return False
+    return agrees(given, wanted)
 
 
 def last_decision(approvals: Sequence[Approval], turn: int) -> Approval | None:

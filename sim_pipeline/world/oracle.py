@@ -39,7 +39,7 @@ from sim_pipeline.protocol.replies import CLAIMS_SUCCESS, REFUSES
 from sim_pipeline.protocol.statuses import DISCOVERY_STATUSES, INFORMATIVE_REJECTIONS
 from sim_pipeline.protocol.transcript import replied_after, replies, tool_turns, user_stated
 from sim_pipeline.protocol.user_events import CONFIRM, REFUSE
-from sim_pipeline.world.infer import bind, makes_record, plural
+from sim_pipeline.world.infer import bind, default_action, makes_record, plural
 from sim_pipeline.world.sandbox import Event, Sandbox
 from sim_pipeline.world.state import State, record_key
 
@@ -80,8 +80,12 @@ def expect(domain: Domain, situation: Situation, stressed: Sequence[str] = (), s
     missing = situation.cell.get("world_state") == "entity_missing"
     if kind == "new" and intent is not None:
         wanted = [a for a in intent.required if a != (binding.id_argument if binding else None)]
-    else:  # the values the policy limits must be the user's, not others that happen to pass
-        wanted = policy.watched_arguments(domain.rules, situation.intent_tool)
+    else:  # the values the policy limits must be the user's, not others that happen to pass, and so must those the
+        # write puts on the record (a new address): another value there is another change, tried or made
+        wanted = list(policy.watched_arguments(domain.rules, situation.intent_tool))
+        if intent is not None and intent.writes and binding is not None:
+            action = domain.actions.get(intent.name) or default_action(intent, binding.id_argument)
+            wanted += [v[1:] for v in action.sets.values() if v.startswith("$") and v[1:] not in wanted]
     write = situation.expect_write and kind not in ("none", "read")
     forbidden_by = None
     if kind in ("new", "change", "remove") and not write:

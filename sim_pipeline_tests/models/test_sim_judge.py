@@ -98,8 +98,8 @@ def test_a_record_created_with_values_the_user_never_gave_fails(sent, score):
     case = _ticket(**sent)
     got, why = outcome(case)
     assert got == score, why
-    if not score:
-        assert "not the customer's" in why
+    if not score:  # a value sent otherwise fails as a write the user did not ask for; one left out, as a misargued one
+        assert ("not the user's {'" if sent.keys() == STATED.keys() else "not the customer's {'") in why, why
         # the judge the gate trusts says the same on every seed (it slips on a fixed share of cases: count them)
         assert verdicts(SimJudge(), case).mean() <= 2 * defaults.JUDGE_SLIP_RATE
 
@@ -112,7 +112,8 @@ def test_a_change_sent_with_another_amount_fails():
                   intent_tool="refund_order", arguments={"amount": 25})
     assert outcome({**refund, "transcript": [*refund["transcript"][:-3], call("refund_order", 1, order_id="48213",
                     amount=25.0), *refund["transcript"][-2:]]})[0] == 1
-    assert outcome(refund) == (0, "the agent called refund_order with {'amount': 40}, not the customer's {'amount': 25}")
+    assert outcome(refund) == (0, "the agent attempted refund_order (the world answered 'updated') with {'amount': 40}, "
+                                  "not the user's {'amount': 25}")
 
 
 def test_a_read_counts_only_for_the_customers_record():

@@ -1,19 +1,21 @@
-"""Mutation testing of the state oracle: from a passing rollout, derive rollouts a careful reader fails (each must
-be killed: labelled 0) and rollouts that do the same thing another way (each must keep its pass).
+"""Mutation testing of the state oracle: from a passing rollout, derive rollouts a careful reader fails (each must be
+killed: labelled 0) and rollouts that do the same thing another way (each must keep its pass).
 
 A rollout is a script of steps replayed in the situation's sandbox, so every mutant's tool results are the world's
 own answers (a wrong write is refused or applied for real). Passing rollouts are the reference replays of every
 solvable situation; the wordings are other agents', not the embedded agent's.
 
 Killed kinds: an unrequested write (another write tool; the intended tool on another record), the intended write
-moved before the verification, the user's confirmation dropped or flipped to a refusal, the written record
-changed, a success claim in place of the closing after a failed call, a closing that contradicts the world (a
-failure claim once the goal is met, a success claim where nothing changed), a confirmation question naming
-another tool before the intended one is called, a read showing the record in a state the intended write does not
-allow followed by the write anyway, a hand-off claimed where no hand-off tool was called, and, where nothing can
-change, every call about the user's record made about another record instead (what the tools said about that
-record, a fault or a refusal included, says nothing about the user's). Kept kinds: the
-closing rephrased, a harmless read added, and a transient fault on the intended write that the agent retries.
+moved before the verification, the user's confirmation dropped or flipped to a refusal, the written record changed, a
+value the user gave (one the policy limits or the write puts on the record) sent otherwise in every call of the
+intended write or in one more call before them (the world may refuse it: it was still tried), a success claim in
+place of the closing after a failed call, a closing that contradicts the world (a failure claim once the goal is met,
+a success claim where nothing changed), a confirmation question naming another tool before the intended one is
+called, a read showing the record in a state the intended write does not allow followed by the write anyway, a
+hand-off claimed where no hand-off tool was called, and, where nothing can change, every call about the user's record
+made about another record instead (what the tools said about that record, a fault or a refusal included, says nothing
+about the user's). Kept kinds: the closing rephrased, a harmless read added, and a transient fault on the intended
+write that the agent retries.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from datetime import date, timedelta
 from dataclasses import dataclass
 from typing import Any
 
 from sim_pipeline.domain import Domain, Tool
+from sim_pipeline.protocol.expected import agrees
 from sim_pipeline.protocol.replies import ASKS_CONFIRMATION, CLAIMS_SUCCESS, claims_handoff, classify_reply, says_cannot
 from sim_pipeline.protocol.statuses import SUCCESS_STATUSES, UNKNOWN_VALUE
 from sim_pipeline.protocol.tool_kinds import name_words
@@ -41,7 +45,8 @@ from sim_pipeline.world.values import draw_from_schema
 
 KILLED = ("unrequested_write_tool", "unrequested_write_record", "write_before_verification", "drop_confirm",
           "flip_confirm", "changed_record", "success_after_failure", "closing_contradicts", "confirm_other_tool",
-          "write_after_seeing_ineligible", "handoff_claimed", "found_out_on_other_record")
+          "write_after_seeing_ineligible", "handoff_claimed", "found_out_on_other_record", "other_value",
+          "other_value_first")
 KEPT = ("rephrased_closing", "harmless_read", "retry_after_fault")
 
 # Other agents' wording (none of it the embedded agent's), checked against the reply classifier when used.
@@ -159,6 +164,23 @@ def _renamed_record(domain: Domain, step: Step, mine: str, other: str) -> Step:
     return dataclasses.replace(step, arguments={**step.arguments, id_argument: other})
 
 
+def _other_value(schema: dict[str, Any], value: Any) -> Any:
+    """Another value of an argument's kind: another enum member, a number moved by a quarter and one, a date a day
+    later, text with a word more; None where there is none."""
+    if "enum" in schema:
+        return next((v for v in schema["enum"] if not agrees(v, value)), None)
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return type(value)(value * 1.25 + 1)
+    if isinstance(value, str):
+        try:
+            return (date.fromisoformat(value) + timedelta(days=1)).isoformat()
+        except ValueError:
+            return f"{value} annex"
+    return None
+
+
 def _names_record(domain: Domain, step: Step) -> bool:
     tool = domain.tool(step.tool)
     return tool is not None and bind(domain, tool).id_argument in step.arguments
@@ -208,6 +230,15 @@ def mutants(domain: Domain, situation: Situation, state: State, steps: tuple[Ste
             wrong = dataclasses.replace(first, arguments={**first.arguments, id_argument: other})
             yield made("unrequested_write_record", (*steps[:intent_at[0]], wrong, *steps[intent_at[0]:]))
             yield made("changed_record", tuple(wrong if i in intent_at else s for i, s in enumerate(steps)))
+    given = next(((k, v) for k, v in want.arguments.items() if intent_at and k in steps[intent_at[0]].arguments), None)
+    other_value = _other_value(domain.tool(want.tool).parameters.get("properties", {}).get(given[0], {}),
+                               given[1]) if given else None
+    if given and other_value is not None:
+        # The user's value sent otherwise (an amount, a new address): in every call of the write, or tried once first.
+        changed = {i: dataclasses.replace(steps[i], arguments={**steps[i].arguments, given[0]: other_value})
+                   for i in intent_at}
+        yield made("other_value", tuple(changed.get(i, s) for i, s in enumerate(steps)))
+        yield made("other_value_first", (*steps[:intent_at[0]], changed[intent_at[0]], *steps[intent_at[0]:]))
     verify_at = [i for i, s in enumerate(steps) if s.kind == "call" and domain.tool(s.tool) is not None
                  and domain.tool(s.tool).kind == "verify"]
     if intent_at and verify_at and verify_at[0] < intent_at[0]:
