@@ -165,14 +165,15 @@ def _renamed_record(domain: Domain, step: Step, mine: str, other: str) -> Step:
 
 
 def _other_value(schema: dict[str, Any], value: Any) -> Any:
-    """Another value of an argument's kind: another enum member, a number moved by a quarter and one, a date a day
-    later, text with a word more; None where there is none."""
+    """Another value of an argument's kind: another enum member, a number a fifth lower (under any limit the user's
+    value is under), a date a day later, text with a word more; None where there is none."""
     if "enum" in schema:
         return next((v for v in schema["enum"] if not agrees(v, value)), None)
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
-        return type(value)(value * 1.25 + 1)
+        lower = type(value)(value * 0.8)
+        return lower if not agrees(lower, value) else value + 1
     if isinstance(value, str):
         try:
             return (date.fromisoformat(value) + timedelta(days=1)).isoformat()
