@@ -3,9 +3,10 @@
 Each module exposes `figures() -> list[dict]`, and may add functions named `figures_<what>()` that run after it, in
 name order (two figures of one module are then added without touching each other's code); a figure has `name`,
 `value`, `unit` and, where it is compared with a baseline measured in the same run, `baseline_name`, `baseline_value`
-and `ratio` (value / baseline). Each row written also has `module` (bench_<what>) and `measured_at` (UTC, when its
-module ran). Benchmarks named on the command line replace their own modules' rows and keep the other modules' rows
-of an earlier run, so `python -m sim_pipeline_tests.bench sizes` after `make bench` leaves the rest in place.
+and `ratio` (value / baseline); a figure with an `interval` and a `verdict` (bench_search's goal figures) is printed
+with them. Each row written also has `module` (bench_<what>) and `measured_at` (UTC, when its module ran).
+Benchmarks named on the command line replace their own modules' rows and keep the other modules' rows of an earlier
+run, so `python -m sim_pipeline_tests.bench sizes` after `make bench` leaves the rest in place.
 A module that raises (a timeout, a missing service) is reported with its traceback and records no figures; the other
 modules still run and are written, and the command exits 1 naming the failed modules.
 """
@@ -47,7 +48,9 @@ def main(argv: list[str]) -> int:
             figure = {**figure, "module": name, "measured_at": measured_at}
             rows.append(figure)
             ratio = f"  ratio {figure['ratio']:.3g} vs {figure['baseline_name']}" if "ratio" in figure else ""
-            print(f"{figure['name']:<55} {figure['value']:>12.4g} {figure['unit']}{ratio}", flush=True)
+            interval = (f"  {figure.get('interval_level', 0.9):.0%} interval [{figure['interval'][0]:.4g}, "
+                        f"{figure['interval'][1]:.4g}]: {figure['verdict']}" if "interval" in figure else "")
+            print(f"{figure['name']:<55} {figure['value']:>12.4g} {figure['unit']}{ratio}{interval}", flush=True)
     if wanted and RESULTS.exists():  # a partial run keeps the other modules' rows (rows without a module: dropped)
         kept = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
         rows = [r for r in kept if r.get("module") and r["module"] not in ran] + rows

@@ -2,11 +2,14 @@
 and all arms at fixed equal weights; the same budget, seeds and agents for each.
 
 What is measured, per agent (sim/agent-v1, sim/agent-v2, and sim/agent-offgrid: careful on the grid, weak on
-injected instructions, long contexts and mixed languages, which only the rare arms draw), averaged over SEEDS (retail):
+injected instructions, long contexts and mixed languages, which only the rare arms draw), averaged over SEEDS (retail,
+24 worlds and plans; one process job per strategy, agent and seed, on every core: 8.5 min on a 2-core machine):
 - the two goals of issue 35: `failure_signatures_ratio_vs_structured_<agent>` (the weighted search's distinct failure
   signatures per rollout over the structured arm's, goal >= 1.3) and `first_failure_speedup_<agent>` (the geometric
   mean over failure kinds of the structured arm's rollouts to each kind's first failure over the weighted search's,
-  goal >= 1.2), each with the uniform weights' value as its baseline;
+  goal >= 1.2), each with the uniform weights' value as its baseline, a 90% bootstrap interval over seeds
+  (`interval`: the seeds resampled, the figure recomputed) and its `verdict` ("meets goal" when the interval is at or
+  above the goal, "below goal" when under it, else "inconclusive"); `meets_goal` reads the point value;
 - distinct failure signatures per 1000 train rollouts. A failure is a rollout the grader fails on program grounds:
   the state oracle fails it (oracle_reward < 1, the gold label) or a conduct rule caps its reward (grade/conduct.py;
   the judge, which only estimates the gold label, is left out). Its failure signature is its behaviour signature (the
@@ -28,6 +31,7 @@ injected instructions, long contexts and mixed languages, which only the rare ar
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
@@ -54,10 +58,13 @@ from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state
 
 DOMAIN = "retail"
-SEEDS = (0, 1, 2)  # three worlds and plans: ~12 min for the module (3 agents) on a shared, loaded 2-core machine
+SEEDS = range(24)  # 24 worlds and plans: with 3, changing a stream label alone moved the goal figures by up to 0.26
 BUDGET_ROWS = 800
 GOAL_SIGNATURES_RATIO = 1.3  # issue 35: distinct failure signatures per rollout vs the structured arm alone, every agent
 GOAL_FIRST_FAILURE_SPEEDUP = 1.2  # issue 35: each kind's first failure 1.2x sooner (geometric mean), every agent
+BOOTSTRAP_RESAMPLES = 2000  # resamples of the seeds per goal figure: each 5% tail rests on 100 of them
+BOOTSTRAP_LEVEL = 0.90  # the goal figures' interval: a verdict is given only when the whole interval is on one side
+BOOTSTRAP_SEED = 35  # the resampling's own stream (issue 35), apart from the searches' seeds
 VERSIONS = ("agent-v1", "agent-v2", "agent-offgrid")  # agent-offgrid: weak where only the rare arms look
 ARMS = WeightRule().arms  # the registered arms, in draw order
 STRATEGIES = {
@@ -145,24 +152,26 @@ def _search(strategy: str, version: str, seed: int) -> tuple[pd.DataFrame, dict[
     return rows, {arm: by_batch[f"w_{arm}"].tolist() for arm in rule.arms}
 
 
-def measure(strategy: str, version: str) -> dict:
-    """Failure signatures per 1000 rollouts, first rollout of each failure kind and final weights, per seed."""
-    out: dict[str, list] = {"per_1000": [], "first": [], "weakness": [], "paths": [], "rows": [], "by_arm": []}
-    for seed in SEEDS:
-        rows, paths = _search(strategy, version, seed)
-        failed = rows[rows["kind"].notna()]
-        out["per_1000"].append(1000 * failed["behavior_signature"].nunique() / len(rows))
-        out["first"].append({kind: int(index) + 1 for kind, index in failed.groupby("kind").apply(
-            lambda g: g.index.min(), include_groups=False).items()})
-        first, each = _first_weaknesses(failed, _world(seed)[0], version, every=strategy == "uniform")
-        out["weakness"].append(first)
-        if strategy == "uniform":  # rows of each arm, and of them the failures each weakness caused
-            tally = pd.DataFrame([{"arm": arm, **{w: w in found for w in (*WEAKNESSES, "pressured_violation")}}
-                                  for arm, found in zip(failed["arm"], each)])
-            out["by_arm"].append((rows["arm"].value_counts(), tally.groupby("arm").sum()))
-        out["paths"].append(paths)
-        out["rows"].append(len(rows))
+def measure_seed(strategy: str, version: str, seed: int) -> dict:
+    """One search's failure signatures per 1000 rollouts, first rollout of each failure kind and weakness, weight
+    paths and rows (seeded: the same in any process)."""
+    rows, paths = _search(strategy, version, seed)
+    failed = rows[rows["kind"].notna()]
+    first, each = _first_weaknesses(failed, _world(seed)[0], version, every=strategy == "uniform")
+    out = {"per_1000": 1000 * failed["behavior_signature"].nunique() / len(rows),
+           "first": {kind: int(index) + 1 for kind, index in failed.groupby("kind").apply(
+               lambda g: g.index.min(), include_groups=False).items()},
+           "weakness": first, "paths": paths, "rows": len(rows)}
+    if strategy == "uniform":  # rows of each arm, and of them the failures each weakness caused
+        tally = pd.DataFrame([{"arm": arm, **{w: w in found for w in (*WEAKNESSES, "pressured_violation")}}
+                              for arm, found in zip(failed["arm"], each)])
+        out["by_arm"] = (rows["arm"].value_counts(), tally.groupby("arm").sum())
     return out
+
+
+def _gather(per_seed: list[dict]) -> dict[str, list]:
+    """One strategy's per-seed results (in SEEDS order) as lists over seeds, the shape the figures read."""
+    return {key: [r[key] for r in per_seed] for key in per_seed[0]}
 
 
 def _first(result: dict, kind: str, key: str = "first") -> float:
@@ -209,19 +218,59 @@ def _speedup(results: dict[str, dict], name: str, kinds: list[str]) -> float:
     return float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
 
 
+def _goal_values(results: dict[str, dict], kinds: list[str]) -> dict[str, dict[str, float]]:
+    """The issue's two goal figures, weighted and uniform against structured_only: the ratio of the mean failure
+    signature rates over seeds, and the geometric-mean first-failure speedup."""
+    rate = {name: float(np.mean(results[name]["per_1000"])) for name in ("weighted", "uniform", "structured_only")}
+    return {"failure_signatures_ratio_vs_structured": {name: rate[name] / rate["structured_only"]
+                                                       for name in ("weighted", "uniform")},
+            "first_failure_speedup": {name: _speedup(results, name, kinds) for name in ("weighted", "uniform")}}
+
+
+def _kinds(results: dict[str, dict]) -> list[str]:
+    """Every failure kind any strategy met on any seed."""
+    return sorted({k for r in results.values() for first in r["first"] for k in first})
+
+
+def bootstrap_intervals(results: dict[str, dict], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                        level: float = BOOTSTRAP_LEVEL, seed: int = BOOTSTRAP_SEED) -> dict[str, tuple[float, float]]:
+    """Each goal figure's (weighted) percentile interval over seeds: the seeds resampled with replacement (the same
+    draw for every strategy, since they share the seed's world and plan) and the figure recomputed as its point value
+    is, failure kinds included."""
+    n = len(results["weighted"]["rows"])
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {}
+    for _ in range(resamples):
+        pick = rng.integers(0, n, n)
+        sample = {name: {key: [r[key][i] for i in pick] for key in ("per_1000", "first", "rows")}
+                  for name, r in results.items()}
+        for figure, values in _goal_values(sample, _kinds(sample)).items():
+            draws.setdefault(figure, []).append(values["weighted"])
+    tail = (1 - level) / 2
+    return {figure: (float(np.quantile(v, tail)), float(np.quantile(v, 1 - tail))) for figure, v in draws.items()}
+
+
+def verdict(interval: tuple[float, float], goal: float) -> str:
+    """What an interval says of a goal: "meets goal" when it is all at or above it, "below goal" when it is all
+    below it, else "inconclusive"."""
+    lo, hi = interval
+    return "meets goal" if lo >= goal else "below goal" if hi < goal else "inconclusive"
+
+
 def _headline(results: dict[str, dict], version: str, kinds: list[str]) -> list[dict]:
     """The issue's two goals per agent: failure signatures and first-failure speed against the structured arm
-    alone, the weighted search's value with the uniform weights' beside it as the baseline."""
-    rate = {name: float(np.mean(r["per_1000"])) for name, r in results.items()}
-    ratio = {name: rate[name] / rate["structured_only"] for name in ("weighted", "uniform")}
-    speed = {name: _speedup(results, name, kinds) for name in ("weighted", "uniform")}
+    alone, the weighted search's value with the uniform weights' beside it as the baseline, and its bootstrap
+    interval over seeds with the verdict it gives."""
+    values, intervals = _goal_values(results, kinds), bootstrap_intervals(results)
     goal = {"failure_signatures_ratio_vs_structured": GOAL_SIGNATURES_RATIO,
             "first_failure_speedup": GOAL_FIRST_FAILURE_SPEEDUP}
-    return [{"name": f"{figure}_{version}", "value": values["weighted"], "unit": "x structured_only",
-             "baseline_name": "uniform weights", "baseline_value": values["uniform"],
-             "ratio": values["weighted"] / values["uniform"], "goal": goal[figure],
-             "meets_goal": bool(values["weighted"] >= goal[figure])}
-            for figure, values in (("failure_signatures_ratio_vs_structured", ratio), ("first_failure_speedup", speed))]
+    return [{"name": f"{figure}_{version}", "value": v["weighted"], "unit": "x structured_only",
+             "baseline_name": "uniform weights", "baseline_value": v["uniform"],
+             "ratio": v["weighted"] / v["uniform"], "goal": goal[figure],
+             "meets_goal": bool(v["weighted"] >= goal[figure]),
+             "interval": [round(x, 4) for x in intervals[figure]], "interval_level": BOOTSTRAP_LEVEL,
+             "verdict": verdict(intervals[figure], goal[figure])}
+            for figure, v in values.items()]
 
 
 def _weight_paths(weighted: dict, version: str) -> list[dict]:
@@ -236,18 +285,17 @@ def _weight_paths(weighted: dict, version: str) -> list[dict]:
     return out
 
 
-def version_figures(version: str) -> list[dict]:
-    """One agent's figures: the three strategies' failure signature rates, rollouts to each failure kind and weakness,
-    the weaknesses each arm finds, the final weights."""
+def version_figures(version: str, results: dict[str, dict]) -> list[dict]:
+    """One agent's figures from its searches: the three strategies' failure signature rates, rollouts to each
+    failure kind and weakness, the weaknesses each arm finds, the final weights."""
     out = []
-    results = {name: measure(name, version) for name in STRATEGIES}
     rate = {name: float(np.mean(r["per_1000"])) for name, r in results.items()}
     n = {name: int(np.sum(r["rows"])) for name, r in results.items()}
     for name, baseline in (("weighted", "structured_only"), ("weighted", "uniform"), ("uniform", "structured_only")):
         out.append({"name": f"failure_signatures_per_1000_{name}_{version} ({n[name]} rollouts)", "value": rate[name],
                     "unit": "failure signatures/1000 rollouts", "baseline_name": f"{baseline} ({n[baseline]} rollouts)",
                     "baseline_value": rate[baseline], "ratio": rate[name] / rate[baseline]})
-    kinds = sorted({k for r in results.values() for first in r["first"] for k in first})
+    kinds = _kinds(results)
     out = _headline(results, version, kinds) + out + _weight_paths(results["weighted"], version)
     out += _time_figures(results, version, "first", kinds, "failure")
     out += _time_figures(results, version, "weakness", [*WEAKNESSES, "pressured_violation"], "weakness")
@@ -256,6 +304,10 @@ def version_figures(version: str) -> list[dict]:
 
 
 def figures() -> list[dict]:
-    """Both agents' figures, one process each (the searches are seeded: the same figures in any process)."""
-    with ProcessPoolExecutor(max_workers=len(VERSIONS)) as pool:
-        return [figure for found in pool.map(version_figures, VERSIONS) for figure in found]
+    """Every agent's figures: one process job per (strategy, agent, seed), as many workers as cores (each search is
+    seeded by its job alone: the same figures whatever the worker count)."""
+    jobs = [(strategy, version, seed) for version in VERSIONS for strategy in STRATEGIES for seed in SEEDS]
+    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+        done = dict(zip(jobs, pool.map(measure_seed, *zip(*jobs))))
+    return [figure for version in VERSIONS for figure in version_figures(
+        version, {strategy: _gather([done[strategy, version, seed] for seed in SEEDS]) for strategy in STRATEGIES})]
