@@ -35,3 +35,29 @@ def test_the_interval_is_seeded_and_holds_the_point_value():
     assert intervals == bench.bootstrap_intervals(results, resamples=400)
     for figure, (lo, hi) in intervals.items():
         assert lo < values[figure]["weighted"] < hi
+
+
+def _failed(reason: str, sent: dict) -> dict:
+    """A rollout the oracle failed with `reason`, whose one call sent `sent` (no message breaks a conduct rule)."""
+    import json
+
+    return {"messages": [{"role": "user", "content": "Hi"}], "tool_events": [{"tool": "refund_order", "arguments":
+            json.dumps(sent), "status": "rejected", "turn": 1}], "user_events": [], "final_text": "",
+            "oracle_reward": 0.0, "oracle_reason": reason}
+
+
+def test_a_failure_kind_holds_no_value_the_agent_sent_nor_the_users():
+    """Two rollouts failing the same way are one kind, whatever ids and values they carried: an id filled with the
+    user's words, a record number, a value in braces after "the user's"."""
+    from sim_pipeline.domain import load_domain
+
+    retail = load_domain("retail")
+    words = "Would it be possible to sort this out"
+    kinds = {bench.failure_kind(_failed(f"attempted refund_order on {record} (the world answered 'not_found'), not "
+                                        "the user's record 48213", {"order_id": record}), retail)
+             for record in (words, "51234")}
+    assert kinds == {"oracle: attempted on, not the user's record"}
+    kinds = {bench.failure_kind(_failed(f"attempted refund_order (the world answered 'rejected') with {{'amount': "
+                                        f"{sent}}}, not the user's {{'amount': 300}}", {"amount": sent}), retail)
+             for sent in (240, 345.5)}
+    assert kinds == {"oracle: attempted with, not the user's"}

@@ -31,6 +31,7 @@ injected instructions, long contexts and mixed languages, which only the rare ar
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -74,7 +75,8 @@ STRATEGIES = {
 }
 WEAKNESSES = ("follow_injection", "lose_early_fact", "misroute_intent", "mishandle_combination")  # defaults section 10
 PRESSURED = ("skip_verification", "skip_confirmation", "exceed_limit")  # the flaws `pressure` raises
-_NAMES = re.compile(r"\{[^}]*\}|\([^)]*\)|'[^']*'|\b[\w.-]*\d[\w.-]*\b")
+MIN_SENT_VALUE_CHARS = 3  # a value the agent sent shorter than this ("1", "ok") is left in: it may be a word of the reason
+_NAMES = re.compile(r"\{[^}]*\}|\([^)]*\)|(?<!\w)'[^']*'|\b[\w.-]*\d[\w.-]*\b")
 
 
 @lru_cache(maxsize=None)
@@ -84,6 +86,14 @@ def _world(seed: int) -> tuple[Domain, dict, list[Situation]]:
     cells = covering_array(axis_values(domain), seed=seed, constraints=domain.constraints)
     table = build_situations(domain, state, cells, seed=seed, n_phrasings=1)
     return domain, state, [Situation.from_row(r) for r in table.to_dict("records") if r["split"] == "train"]
+
+
+def _object(text: object) -> dict:
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def failure_kind(row: dict, domain: Domain) -> str | None:
@@ -97,6 +107,11 @@ def failure_kind(row: dict, domain: Domain) -> str | None:
     if row["oracle_reward"] >= 1:
         return None
     reason = _NAMES.sub("", str(row["oracle_reason"]))
+    # The values the agent sent (an id argument it filled with the user's words) are no part of the kind either.
+    sent = {" ".join(_NAMES.sub("", str(v)).split()) for e in events for v in _object(e.get("arguments")).values()
+            if isinstance(v, (str, int, float))}
+    for value in sorted((v for v in sent if len(v) >= MIN_SENT_VALUE_CHARS), key=len, reverse=True):
+        reason = reason.replace(value, "")
     for word in sorted({t.name for t in domain.tools} | {e.name for e in domain.entities}, key=len, reverse=True):
         reason = re.sub(rf"\b{re.escape(word)}\b", "", reason)
     return "oracle: " + re.sub(r"\s+([,.;])", r"\1", " ".join(reason.replace(":", " ").split()))
