@@ -31,7 +31,6 @@ injected instructions, long contexts and mixed languages, which only the rare ar
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -56,6 +55,7 @@ from sim_pipeline.search.loop import SearchSettings, run_search, weights_by_batc
 from sim_pipeline.search.situations import build_situations
 from sim_pipeline.search.weights import WeightRule
 from sim_pipeline.situation import Situation
+from sim_pipeline.world.oracle import row_reading
 from sim_pipeline.world.state import build_state
 
 DOMAIN = "retail"
@@ -88,14 +88,6 @@ def _world(seed: int) -> tuple[Domain, dict, list[Situation]]:
     return domain, state, [Situation.from_row(r) for r in table.to_dict("records") if r["split"] == "train"]
 
 
-def _object(text: object) -> dict:
-    try:
-        value = json.loads(text) if isinstance(text, str) else text
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def failure_kind(row: dict, domain: Domain) -> str | None:
     """The first conduct rule a rollout breaks, else (the oracle failed it) the oracle's reason without ids, values and
     tool names; None when the rollout did not fail."""
@@ -108,8 +100,8 @@ def failure_kind(row: dict, domain: Domain) -> str | None:
         return None
     reason = _NAMES.sub("", str(row["oracle_reason"]))
     # The values the agent sent (an id argument it filled with the user's words) are no part of the kind either.
-    sent = {" ".join(_NAMES.sub("", str(v)).split()) for e in events for v in _object(e.get("arguments")).values()
-            if isinstance(v, (str, int, float))}
+    sent = {" ".join(_NAMES.sub("", str(v)).split()) for c in row_reading(domain, events, messages).calls
+            for v in c.arguments.values() if isinstance(v, (str, int, float))}
     for value in sorted((v for v in sent if len(v) >= MIN_SENT_VALUE_CHARS), key=len, reverse=True):
         reason = reason.replace(value, "")
     for word in sorted({t.name for t in domain.tools} | {e.name for e in domain.entities}, key=len, reverse=True):

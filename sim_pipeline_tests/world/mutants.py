@@ -23,8 +23,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
-from datetime import date, timedelta
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any
 
 from sim_pipeline.domain import Domain, Tool
