@@ -329,9 +329,11 @@ class Gateway:
         self._ready.add(config.name)
 
     def check_all(self, models: list[str]) -> None:
-        """`check` every model a run will call (policy, user, judge, writer) before its first call."""
+        """`check` every model a run will call (policy, user, judge, writer) before its first call, each model once
+        per gateway (versions share their user, judge and writer)."""
         for model in dict.fromkeys(models):
-            self.check(model)
+            if self.config(model).name not in self._ready:
+                self.check(model)
 
     async def _with_retries(self, config: ModelConfig, messages: list[dict[str, Any]],
                             tools: list[dict[str, Any]] | None, sampling: Sampling, logprobs: bool, limiter: _Limiter,
