@@ -103,10 +103,11 @@ def _check_models(registry_path: Path, versions: list[PolicyVersion], writer: st
         except ModelCallError as exc:
             raise SimPipelineError(f"--writer {writer}: {exc}") from None
     for version in versions:
-        try:
-            gateway.check_all(version.models_called(writer or defaults.SEARCH_WRITER_MODEL))
-        except ModelCallError as exc:
-            raise SimPipelineError(f"version '{version.slug}' of {registry_path}: {exc}") from None
+        for field, model in version.models_called(writer or defaults.SEARCH_WRITER_MODEL).items():
+            try:
+                gateway.check_all([model])
+            except ModelCallError as exc:
+                raise SimPipelineError(f"version '{version.slug}' of {registry_path}, field '{field}': {exc}") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -86,11 +86,11 @@ class PolicyVersion:
         """The judge's litellm model string (its config's `model` when `judge_model` names one)."""
         return self.judge_model_id or self.judge_model
 
-    def models_called(self, writer_model: str) -> list[str]:
-        """Every model a run of this version calls (agent, user, judge, the search's writer, the reply classifier),
-        each once: what a run checks before its first call."""
-        return list(dict.fromkeys([self.model, self.user_model, self.judge_model, writer_model,
-                                   *([self.reply_classifier] if self.reply_classifier else [])]))
+    def models_called(self, writer_model: str) -> dict[str, str]:
+        """Every model a run of this version calls, by the field that names it (agent, user, judge, the search's
+        writer, the reply classifier): what a run checks before its first call."""
+        return {"model": self.model, "user_model": self.user_model, "judge_model": self.judge_model,
+                "writer": writer_model, **({"reply_classifier": self.reply_classifier} if self.reply_classifier else {})}
 
 
 def validate_slug(slug: Any, *, where: str = "policy version") -> str:

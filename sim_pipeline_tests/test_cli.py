@@ -32,7 +32,8 @@ def test_a_run_naming_a_model_no_provider_serves_is_refused_before_anything_is_m
     registry.write_text("policies:\n  typo-v1: {domain: retail, model: sim/agent-v1, judge_model: nosuch/judge}\n")
     assert main(["run", "--domain", "retail", "--registry", str(registry), "--warehouse", str(warehouse)]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
-    assert err.startswith(f"error: version 'typo-v1' of {registry}: model 'nosuch/judge': litellm knows no provider")
+    assert err.startswith(f"error: version 'typo-v1' of {registry}, field 'judge_model': model 'nosuch/judge': litellm "
+                          "knows no provider")
     assert not warehouse.exists() and not (tmp_path / "dagster_home").exists()
 
 

@@ -268,7 +268,7 @@ def domain_assets(name: str) -> list[dg.AssetsDefinition]:
         version, _ = split_key(context.partition_key)
         models, entry = gateway.gateway(registry.models()), registry.version(version)
         # Fail before spending: every model this run and its grading will call answers, or the run stops here.
-        models.check_all(entry.models_called(simulation.writer_model))
+        models.check_all(list(entry.models_called(simulation.writer_model).values()))
         search, rows, reason = run_async(simulate(
             situations_of(situations), policy_of(entry), domain=domain, state=state_from_table(world),
             gateway=models, settings=simulation.settings()))
