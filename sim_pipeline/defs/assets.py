@@ -133,9 +133,10 @@ def delta_for(version: PolicyVersion, grades: pd.DataFrame, baseline: pd.DataFra
 
 
 def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -> dict[str, object]:
-    """Stop reason, arm weights per batch (table and plot), arm mix, requested vs delivered."""
+    """Stop reason, arm weights per batch (table and plot), arm mix, the failure kinds each arm opened, requested vs
+    delivered."""
     from sim_pipeline.measure.plots import png_markdown
-    from sim_pipeline.search.loop import final_weights, unique_signatures_per_1000, weights_by_batch
+    from sim_pipeline.search.loop import final_weights, kinds_opened, unique_signatures_per_1000, weights_by_batch
     from sim_pipeline.measure.text_charts import weights_chart
     from sim_pipeline.search.report import delivery_report, plot_weights
 
@@ -145,6 +146,7 @@ def search_metadata(search: pd.DataFrame, rollouts: pd.DataFrame, reason: str) -
     train = rollouts[rollouts["split"] == "train"]
     return {"stop_reason": reason, "batches": int(search["batch"].nunique()),
             "arms_drawn": dg.MetadataValue.json(search["arm"].value_counts().to_dict()),
+            "failure_kinds_opened": dg.MetadataValue.json(kinds_opened(search)),
             "final_weights": dg.MetadataValue.json(rounded(final_weights(search))),
             "weights_by_batch": table_metadata(by_batch),
             "weights_chart": dg.MetadataValue.md(weights_chart(by_batch, defaults.SEARCH_ARMS)),

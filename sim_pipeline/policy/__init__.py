@@ -93,14 +93,24 @@ def rule_breach(reading: Reading, expected: Expected) -> tuple[str, str] | None:
     return None
 
 
+def careless_finding(reading: Reading, expected: Expected, *, claims: bool = True) -> tuple[str, str] | None:
+    """The first thing a careful reader fails, whatever the world allowed, as (which check: the breached rule kind's
+    conduct rule or the protocol/careful.py check's name, why), or None."""
+    breach = rule_breach(reading, expected)
+    checks = [("stray_attempt", stray_attempt(reading, expected)), breach or ("", None),
+              ("other_value_attempt", other_value_attempt(reading, expected)),
+              ("confirmed_other", confirmed_other(reading, expected))]
+    if claims:
+        checks += [("claim_after_failure", claim_after_failure(reading)), ("claimed_handoff", claimed_handoff(reading))]
+    return next(((check, reason) for check, reason in checks if reason is not None), None)
+
+
 def careless(reading: Reading, expected: Expected, *, claims: bool = True) -> str | None:
     """The first thing a careful reader fails, whatever the world allowed (protocol/careful.py and every rule's own
     check, in one order), or None; `claims=False` leaves out the check that reads success claims (for a reader that
     takes the agent's word)."""
-    breach = rule_breach(reading, expected)
-    return (stray_attempt(reading, expected) or (breach[1] if breach else None)
-            or other_value_attempt(reading, expected) or confirmed_other(reading, expected)
-            or (claim_after_failure(reading) or claimed_handoff(reading) if claims else None))
+    found = careless_finding(reading, expected, claims=claims)
+    return found[1] if found else None
 
 
 def card_rules(expected: Expected) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Step 04: the search loop. Each batch draws situations from five arms in proportion to their weights, runs them,
-credits each arm with the behaviour signatures and grid cells it found first, and moves the weights toward the arms
-that keep finding new behaviour. It stops on budget, time, saturation, or when every planned cell is filled.
+credits each arm with the kinds of failure (search/kinds.py), behaviour signatures and grid cells it found first, and
+moves the weights toward the arms that keep finding new behaviour. It stops on budget, time, saturation, or when every
+planned cell is filled.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 from sim_pipeline import defaults
 from sim_pipeline.protocol.statuses import is_error
 from sim_pipeline.search.arms import Arms, SearchContext, cell_of
+from sim_pipeline.search.kinds import failure_kind
 from sim_pipeline.search.weights import WeightRule, allocate
 from sim_pipeline.seeding import rng
 from sim_pipeline.situation import Situation
@@ -34,25 +36,41 @@ class SearchSettings:
     max_seconds: float | None = None  # wall-clock budget; off by default because it makes results machine-dependent
 
 
-def _credit(rows: pd.DataFrame, arm_of: dict[str, str], arms: Arms) -> dict[str, tuple[int, int, int]]:
-    """Per arm: (rows, new signatures, new cells), crediting each discovery to the first row (by rollout id)."""
+@dataclass
+class Credit:
+    """One arm's finds in one batch."""
+
+    rows: int = 0
+    new_signatures: int = 0
+    new_cells: int = 0
+    new_kinds: int = 0  # kinds of failure met first (search/kinds.py)
+
+    @property
+    def found(self) -> int:
+        """What the arm is credited for: new kinds of failure + new signatures + new cells."""
+        return self.new_kinds + self.new_signatures + self.new_cells
+
+
+def _credit(rows: pd.DataFrame, arm_of: dict[str, str], arms: Arms) -> dict[str, Credit]:
+    """Per arm: its rows and what they found first (crediting each discovery to the first row by rollout id)."""
     seen_sigs, seen_cells = set(arms.archive.signatures), set(arms.archive.rows_per_cell)
-    out: dict[str, list[int]] = {}
-    columns = ["situation_id", "behavior_signature", "status"]
-    for sid, sig, status in rows.sort_values("rollout_id")[columns].itertuples(index=False):
-        arm = arm_of[sid]
-        tally = out.setdefault(arm, [0, 0, 0])
-        tally[0] += 1
-        if is_error(status):
+    ledger = arms.archive.kinds
+    out: dict[str, Credit] = {}
+    for row in rows.sort_values("rollout_id").to_dict("records"):
+        sid, sig = row["situation_id"], row["behavior_signature"]
+        tally = out.setdefault(arm_of[sid], Credit())
+        tally.rows += 1
+        if is_error(row["status"]):
             continue  # an errored rollout costs its row but discovers nothing: the endpoint failed, not the agent
         if sig not in seen_sigs:
             seen_sigs.add(sig)
-            tally[1] += 1
+            tally.new_signatures += 1
         cell = cell_of(arms.archive.drawn[sid])
         if cell not in seen_cells:
             seen_cells.add(cell)
-            tally[2] += 1
-    return {arm: (a, b, c) for arm, (a, b, c) in out.items()}
+            tally.new_cells += 1
+        tally.new_kinds += ledger.meet(failure_kind(row, arms.ctx.domain, arms.archive.drawn[sid]))
+    return out
 
 
 def _stop_reason(arms: Arms, settings: SearchSettings, rows_used: int, flat: int, started: float) -> str | None:
@@ -93,16 +111,16 @@ async def run_search(ctx: SearchContext, run_batch: RunBatch, settings: SearchSe
         rows = await run_batch(situations, batch)
         arm_of = {s.situation_id: arm for arm, s in drawn}
         credit = _credit(rows, arm_of, arms) if len(rows) else {}
-        yields = {arm: ((c[1] + c[2]) / c[0] if c[0] else None) for arm, c in credit.items()}
-        total = sum(c[0] for c in credit.values())
-        batch_yield = sum(c[1] + c[2] for c in credit.values()) / total if total else 0.0
+        yields = {arm: (c.found / c.rows if c.rows else None) for arm, c in credit.items()}
+        total = sum(c.rows for c in credit.values())
+        batch_yield = sum(c.found for c in credit.values()) / total if total else 0.0
         for arm, s in drawn:
-            rows_, sigs, cells = credit.get(arm, (0, 0, 0))
+            c = credit.get(arm, Credit())
             draws.append({"batch": batch, "arm": arm, **s.to_row(),
                           "parent": s.notes.get("parent"), "kind": s.notes.get("probe") or s.notes.get("mutation"),
                           **{f"w_{a}": float(w) for a, w in zip(rule.arms, weights)},
-                          "arm_rows": rows_, "arm_new_signatures": sigs, "arm_new_cells": cells,
-                          "arm_yield": yields.get(arm), "batch_yield": batch_yield})
+                          "arm_rows": c.rows, "arm_new_signatures": c.new_signatures, "arm_new_cells": c.new_cells,
+                          "arm_new_kinds": c.new_kinds, "arm_yield": yields.get(arm), "batch_yield": batch_yield})
         arms.archive.record(situations, rows)
         frames.append(rows)
         rows_used += len(rows)
@@ -132,6 +150,14 @@ def weights_by_batch(search: pd.DataFrame, rule: WeightRule = WeightRule()) -> p
         return pd.DataFrame()
     columns = [f"w_{a}" for a in rule.arms]
     return search.groupby("batch", as_index=False)[[*columns, "batch_yield"]].first()
+
+
+def kinds_opened(search: pd.DataFrame) -> dict[str, int]:
+    """Per arm, the kinds of failure it met first (search/kinds.py): what its weight was credited for."""
+    if not len(search) or "arm_new_kinds" not in search:
+        return {}
+    per_batch = search.groupby(["batch", "arm"])["arm_new_kinds"].first()  # one value per arm and batch, repeated
+    return {str(arm): int(n) for arm, n in per_batch.groupby(level="arm").sum().items()}
 
 
 def unique_signatures_per_1000(rollouts: pd.DataFrame) -> float:

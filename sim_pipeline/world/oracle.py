@@ -53,10 +53,12 @@ NO_TOOL_REPLIES = ("I'm sorry, I can't help with that.", "Could you tell me more
 
 @dataclass(frozen=True)
 class Verdict:
-    """A program label: 1.0 pass or 0.0 fail, and why."""
+    """A program label: 1.0 pass or 0.0 fail, why, and which check failed it (a stable name, for counting kinds of
+    failure without reading the reason's ids and values; empty on a pass)."""
 
     reward: float
     reason: str
+    check: str = ""
 
 
 def _kind(domain: Domain, intent: Tool | None) -> str:
@@ -140,8 +142,8 @@ def _owners(domain: Domain, situation: Situation) -> tuple[Owner, ...]:
                  if record is not None and record.get(field) is not None and target in targets)
 
 
-def _fail(reason: str) -> Verdict:
-    return Verdict(0.0, reason)
+def _fail(check: str, reason: str) -> Verdict:
+    return Verdict(0.0, reason, check)
 
 
 def _about(event: Event, want: Expected) -> bool:
@@ -251,61 +253,62 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     # What fails whatever the world allowed: a write not called for, a rule of the situation broken (one before its
     # verification or confirmation, a value over a limit...), a confirmation of another action, a success claim right
     # after a failed call.
-    careless_reason = policy.careless(reading(domain, want, events, messages, user_events, state), want)
-    if careless_reason is not None:
-        return _fail(careless_reason)
+    careless = policy.careless_finding(reading(domain, want, events, messages, user_events, state), want)
+    if careless is not None:
+        return _fail(*careless)
     if want.kind in ("none", "read") or not want.write:
         if applied:
-            return _fail(f"changed the world ({applied[0].tool}) when the situation allows no change")
+            return _fail("changed_world", f"changed the world ({applied[0].tool}) when the situation allows no change")
         if want.handover_tool is not None:
             for event, turn in zip(events, turns):
                 if event.tool == want.handover_tool and event.status == "ok" and replied_after(messages, turn):
                     return Verdict(1.0, f"handed a request the policy does not allow to {want.handover_tool}")
             rule = next((t["id"] for t in want.rules if t.get("handover") == want.handover_tool), "")
-            return _fail(f"rule {rule}: never handed the request the policy does not allow to {want.handover_tool}")
+            return _fail("never_handed_over", f"rule {rule}: never handed the request the policy does not allow to {want.handover_tool}")
         if want.kind == "none" or want.forbidden_by == "policy":
             if CLAIMS_SUCCESS in closing(messages):
-                return _fail("closed claiming success although nothing was changed")
+                return _fail("claimed_nothing_changed", "closed claiming success although nothing was changed")
             if _declined(messages):
                 return Verdict(1.0, "declined a request the policy does not allow")
-            return _fail("never declined a request the policy does not allow")
+            return _fail("never_declined", "never declined a request the policy does not allow")
         if want.kind == "read" and want.reachable:
             for event, turn in zip(events, turns):
                 if event.tool == want.tool and event.status == "ok" and event.entity_id in (None, want.entity_id) \
                         and answered_after(messages, turn):
                     return Verdict(1.0, f"answered from {want.tool}")
-            return _fail(f"never answered from a successful {want.tool} of the user's record (a reply after it that "
+            return _fail("never_answered", f"never answered from a successful {want.tool} of the user's record (a reply after it that "
                          "only asks answers nothing)")
         if _found_out_and_told(domain, want, events, turns, messages):
             return Verdict(1.0, "found out through the tools why nothing can change, and told the user")
-        return _fail("never found out through the tools why nothing can change (or never told the user)")
+        return _fail("never_found_out", "never found out through the tools why nothing can change (or never told the user)")
     made = [e for e in applied if e.tool == want.tool]
     if want.kind == "new":
         if len(made) != 1 or len(applied) != 1:
-            return _fail(f"expected exactly one {want.tool}, saw {len(made)} (and {len(applied) - len(made)} "
+            return _fail("not_exactly_one", f"expected exactly one {want.tool}, saw {len(made)} (and {len(applied) - len(made)} "
                          "other writes)")
     else:
         stray = [e for e in applied if e.entity_id != want.entity_id or e.tool != want.tool]
         if stray:
-            return _fail(f"{stray[0].tool} changed {stray[0].entity} {stray[0].entity_id}, not the user's record")
+            return _fail("changed_other_record", f"{stray[0].tool} changed {stray[0].entity} {stray[0].entity_id}, not the user's record")
         if not made:
-            return _fail(f"never applied {want.tool} to {want.entity} {want.entity_id}")
+            return _fail("never_applied", f"never applied {want.tool} to {want.entity} {want.entity_id}")
         record = state.get(want.entity or "", {}).get(want.entity_id or "")
         if want.kind == "remove" and record is not None:
-            return _fail(f"{want.entity} {want.entity_id} still exists")
+            return _fail("still_exists", f"{want.entity} {want.entity_id} still exists")
         if want.kind == "change" and (record is None or any(record.get(k) != v for k, v in want.effect.items())):
-            return _fail(f"{want.entity} {want.entity_id} does not have {want.effect}")
+            return _fail("effect_missing", f"{want.entity} {want.entity_id} does not have {want.effect}")
     wrong = {k: made[0].arguments.get(k) for k, v in want.arguments.items() if not agrees(made[0].arguments.get(k), v)}
     if wrong:
-        return _fail(f"{want.tool} was called with {wrong}, not the user's {({k: want.arguments[k] for k in wrong})}")
+        return _fail("other_value_applied",
+                     f"{want.tool} was called with {wrong}, not the user's {({k: want.arguments[k] for k in wrong})}")
     write_turn = turns[made[0].index] if made[0].index < len(turns) else len(messages)
     if not replied_after(messages, write_turn):
-        return _fail(f"never told the user after {want.tool} was applied")
+        return _fail("never_told", f"never told the user after {want.tool} was applied")
     if closes_in_failure(messages):
-        return _fail(f"closed saying the request could not be done, although {want.tool} was applied")
+        return _fail("closed_in_failure", f"closed saying the request could not be done, although {want.tool} was applied")
     misquoted = misstated(messages, write_turn, made[0].result.get("computed") or {})
     if misquoted is not None:  # the world worked out a price or a balance, and the agent told the user another
-        return _fail(misquoted)
+        return _fail("misstated", misquoted)
     return Verdict(1.0, f"{want.tool} applied to {want.entity} {want.entity_id} within the policy")
 
 

@@ -14,7 +14,7 @@ from sim_pipeline.axes import axis_values
 from sim_pipeline.cover import covering_array
 from sim_pipeline.domain import load_domain
 from sim_pipeline.search.arms import SearchContext
-from sim_pipeline.search.loop import SearchSettings, final_weights, run_search
+from sim_pipeline.search.loop import SearchSettings, final_weights, kinds_opened, run_search
 from sim_pipeline.search.situations import build_situations
 from sim_pipeline.search.weights import WeightRule
 from sim_pipeline.situation import Situation
@@ -31,26 +31,35 @@ def train_situations(limit=None):
     return train[:limit] if limit else train
 
 
-def fake_runner(novel_arm=None):
-    """Two rollouts per situation; only situations drawn by `novel_arm` show never-seen behaviour."""
+QUESTION = [{"role": "user", "content": "Hello, I need help with my order."},
+            {"role": "assistant", "content": "Could you tell me your order number?"}]  # no conduct rule fires on it
+
+
+def fake_runner(novel_arm=None, variant_arm=None):
+    """Two rollouts per situation, the second failing; a situation drawn by `novel_arm` fails in a new kind (an oracle
+    check never seen) with a never-seen signature, one drawn by `variant_arm` in one known kind with a never-seen
+    signature; every other failure is the same known one."""
     counter = itertools.count()
 
     async def run_batch(situations, batch):
         rows = []
         for s in situations:
             for k in range(2):
-                fresh = s.source == novel_arm
+                n = next(counter)
+                signature = f"new-{n}" if s.source in (novel_arm, variant_arm) else "same"
+                check = f"check_{n}" if s.source == novel_arm else "never_applied"
                 rows.append({"rollout_id": f"{batch:04d}-{s.situation_id}-{k}", "situation_id": s.situation_id,
-                             "behavior_signature": f"new-{next(counter)}" if fresh else "same",
-                             "oracle_reward": float(k == 0), "status": "ok"})
+                             "behavior_signature": signature, "oracle_reward": float(k == 0),
+                             "oracle_check": "" if k == 0 else check, "status": "ok", "messages": QUESTION,
+                             "final_text": QUESTION[-1]["content"], "tool_events": [], "user_events": []})
         return pd.DataFrame(rows)
 
     return run_batch
 
 
-def search(novel_arm=None, train=None, **kwargs):
+def search(novel_arm=None, train=None, variant_arm=None, **kwargs):
     ctx = SearchContext(DOMAIN, STATE, 0, train if train is not None else train_situations())
-    return asyncio.run(run_search(ctx, fake_runner(novel_arm), SearchSettings(**kwargs)))
+    return asyncio.run(run_search(ctx, fake_runner(novel_arm, variant_arm), SearchSettings(**kwargs)))
 
 
 def test_the_productive_grid_arm_takes_the_largest_share_and_the_rest_fall_to_floors():
@@ -59,6 +68,16 @@ def test_the_productive_grid_arm_takes_the_largest_share_and_the_rest_fall_to_fl
     assert weights["llm_guided"] == max(weights.values()) > 0.7
     for arm in ("structured", "open_ended", "behavior_targeted", "failure_mutation"):
         assert weights[arm] == pytest.approx(WeightRule().floors[arm], abs=1e-6)
+
+
+def test_an_arm_that_opens_kinds_outearns_one_that_adds_ways_of_failing_in_a_known_kind():
+    # Both grid arms find a never-seen signature in every failure (the old credit paid them alike); only
+    # llm_guided's open new kinds of failure.
+    table, _, _ = search("llm_guided", variant_arm="structured", budget_rows=600, cell_target=99, patience=99)
+    weights = final_weights(table)
+    assert weights["llm_guided"] > 0.7 and weights["structured"] < 0.2
+    opened = kinds_opened(table)  # the search asset's metadata: kinds of failure each arm met first
+    assert opened["llm_guided"] > 10 * opened["structured"] > 0
 
 
 def test_a_productive_rare_arm_rises_to_its_cap():
