@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sim_pipeline.policy._arguments import ArgumentKind
@@ -96,13 +96,18 @@ def rule_breach(reading: Reading, expected: Expected) -> tuple[str, str] | None:
 def careless_finding(reading: Reading, expected: Expected, *, claims: bool = True) -> tuple[str, str] | None:
     """The first thing a careful reader fails, whatever the world allowed, as (which check: the breached rule kind's
     conduct rule or the protocol/careful.py check's name, why), or None."""
-    breach = rule_breach(reading, expected)
-    checks = [("stray_attempt", stray_attempt(reading, expected)), breach or ("", None),
-              ("other_value_attempt", other_value_attempt(reading, expected)),
-              ("confirmed_other", confirmed_other(reading, expected))]
+    checks: list[Callable[[], tuple[str, str | None] | None]] = [
+        lambda: ("stray_attempt", stray_attempt(reading, expected)), lambda: rule_breach(reading, expected),
+        lambda: ("other_value_attempt", other_value_attempt(reading, expected)),
+        lambda: ("confirmed_other", confirmed_other(reading, expected))]
     if claims:
-        checks += [("claim_after_failure", claim_after_failure(reading)), ("claimed_handoff", claimed_handoff(reading))]
-    return next(((check, reason) for check, reason in checks if reason is not None), None)
+        checks += [lambda: ("claim_after_failure", claim_after_failure(reading)),
+                   lambda: ("claimed_handoff", claimed_handoff(reading))]
+    for check in checks:  # in order, each only when every one before it passed
+        found = check()
+        if found is not None and found[1] is not None:
+            return found[0], found[1]
+    return None
 
 
 def careless(reading: Reading, expected: Expected, *, claims: bool = True) -> str | None:

@@ -45,8 +45,8 @@ from sim_pipeline.world.values import draw_from_schema
 
 KILLED = ("unrequested_write_tool", "unrequested_write_record", "write_before_verification", "drop_confirm",
           "flip_confirm", "changed_record", "success_after_failure", "closing_contradicts", "confirm_other_tool",
-          "write_after_seeing_ineligible", "handoff_claimed", "found_out_on_other_record", "other_value",
-          "other_value_first")
+          "write_after_seeing_ineligible", "handoff_claimed", "found_out_on_other_record", "found_out_on_missing_record",
+          "other_value", "other_value_first")
 KEPT = ("rephrased_closing", "harmless_read", "retry_after_fault")
 
 # Other agents' wording (none of it the embedded agent's), checked against the reply classifier when used.
@@ -153,6 +153,18 @@ def _arguments(domain: Domain, tool: Tool, situation: Situation, record: str | N
 
 def _other_record(state: State, entity: str | None, mine: str | None) -> str | None:
     return next((key for key in sorted(state.get(entity or "", {})) if key != mine), None)
+
+
+def _missing_record(state: State, entity: str | None, mine: str | None) -> str | None:
+    """An id of the user's record's shape (one digit changed) that no record has: a number the agent got wrong."""
+    records = state.get(entity or "", {})
+    for i in reversed(range(len(mine or ""))):
+        if mine[i].isdigit():
+            for digit in "0123456789":
+                candidate = f"{mine[:i]}{digit}{mine[i + 1:]}"
+                if candidate != mine and candidate not in records:
+                    return candidate
+    return None
 
 
 def _renamed_record(domain: Domain, step: Step, mine: str, other: str) -> Step:
@@ -274,6 +286,11 @@ def mutants(domain: Domain, situation: Situation, state: State, steps: tuple[Ste
         # Only where every call names a record: a lookup by other keys (an email) may still show the user's.
         if moved != steps and all(_names_record(domain, s) for s in steps if s.kind == "call"):
             yield made("found_out_on_other_record", moved)
+            # The same calls about a number no record has: "not found" says nothing of the user's record either.
+            missing = _missing_record(state, want.entity, want.entity_id)
+            if missing is not None:
+                yield made("found_out_on_missing_record",
+                           tuple(_renamed_record(domain, s, want.entity_id, missing) for s in steps))
     handed = any(s.kind == "call" and domain.tool(s.tool) is not None and domain.tool(s.tool).kind == "transfer"
                  for s in steps)
     if not handed:
