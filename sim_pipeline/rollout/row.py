@@ -49,6 +49,7 @@ ROLLOUT_SCHEMA = pa.schema([
     ("behavior_signature", pa.string()), ("behavior", pa.string()), ("tool_events", pa.list_(TOOL_EVENT)),
     ("user_events", pa.list_(USER_EVENT)),
     ("n_turns", pa.int64()), ("oracle_reward", pa.float64()), ("oracle_reason", pa.string()),
+    ("oracle_check", pa.string()),  # the name of the oracle check that failed the rollout (world/oracle.py), "" on a pass
     ("prompt_tokens", pa.int64()), ("cost", pa.float64()), ("model_calls", pa.int64()),
     ("markup_repaired", pa.int64()),  # replies (agent's and user's) whose leaked chat-format markup was repaired
 ])

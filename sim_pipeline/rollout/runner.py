@@ -173,7 +173,7 @@ async def finished_row(spec: RolloutSpec, policy: Policy, *, episode: Episode, g
         "n_turns": sum(1 for m in messages if m["role"] == "assistant"),
         "oracle_reward": verdict.reward if verdict else None,
         "oracle_reason": verdict.reason if verdict else f"not graded: {status}",
-        "oracle_check": verdict.check if verdict else "",  # in memory only (the search's failure kinds), like latency_s
+        "oracle_check": verdict.check if verdict else "",
         "prompt_tokens": prompt_tokens, "cost": cost, "model_calls": calls, "markup_repaired": repaired,
         "latency_s": time.perf_counter() - started,
     }

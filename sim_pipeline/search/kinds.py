@@ -2,8 +2,8 @@
 
 A rollout's failure kind is the situation's intended tool with what failed it: the first conduct rule it breaks
 (grade/conduct.py, the rules the grades step applies), else the name of the oracle's check that failed it
-(`Verdict.check`: `never_applied`, `other_value_attempt`...). Neither reads a reply's wording, an id or a value, so
-two rollouts that fail the same way on the same tool share a kind whatever the agent wrote. A behaviour signature is
+(`Verdict.check`: `never_applied`, `other_value_attempt`...). A kind is a name, holding no id, value or words of the
+agent's, so two rollouts that fail the same way on the same tool share a kind whatever the agent wrote. A behaviour signature is
 one way a kind was met: the trajectory's shape (rollout/signature.py).
 
 An arm earns one for each kind it opens, on top of the behaviour novelty the reference engine credits (new
