@@ -3,8 +3,8 @@
 A rollout's failure kind is the situation's intended tool with what failed it: the first conduct rule it breaks
 (grade/conduct.py, the rules the grades step applies), else the name of the oracle's check that failed it
 (`Verdict.check`: `never_applied`, `other_value_attempt`...). A kind is a name, holding no id, value or words of the
-agent's, so two rollouts that fail the same way on the same tool share a kind whatever the agent wrote. A behaviour signature is
-one way a kind was met: the trajectory's shape (rollout/signature.py).
+agent's, so two rollouts that fail the same way on the same tool share a kind whatever the agent wrote. A behaviour
+signature is one way a kind was met: the trajectory's shape (rollout/signature.py).
 
 An arm earns one for each kind it opens, on top of the behaviour novelty the reference engine credits (new
 signatures and new grid cells, REFERENCE 3): opening a kind earns more than failing a known way in new words. A credit

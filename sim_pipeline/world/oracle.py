@@ -258,13 +258,15 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
         return _fail(*careless)
     if want.kind in ("none", "read") or not want.write:
         if applied:
-            return _fail("changed_world", f"changed the world ({applied[0].tool}) when the situation allows no change")
+            return _fail("changed_world",
+                         f"changed the world ({applied[0].tool}) when the situation allows no change")
         if want.handover_tool is not None:
             for event, turn in zip(events, turns):
                 if event.tool == want.handover_tool and event.status == "ok" and replied_after(messages, turn):
                     return Verdict(1.0, f"handed a request the policy does not allow to {want.handover_tool}")
             rule = next((t["id"] for t in want.rules if t.get("handover") == want.handover_tool), "")
-            return _fail("never_handed_over", f"rule {rule}: never handed the request the policy does not allow to {want.handover_tool}")
+            return _fail("never_handed_over",
+                         f"rule {rule}: never handed the request the policy does not allow to {want.handover_tool}")
         if want.kind == "none" or want.forbidden_by == "policy":
             if CLAIMS_SUCCESS in closing(messages):
                 return _fail("claimed_nothing_changed", "closed claiming success although nothing was changed")
@@ -276,20 +278,22 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
                 if event.tool == want.tool and event.status == "ok" and event.entity_id in (None, want.entity_id) \
                         and answered_after(messages, turn):
                     return Verdict(1.0, f"answered from {want.tool}")
-            return _fail("never_answered", f"never answered from a successful {want.tool} of the user's record (a reply after it that "
-                         "only asks answers nothing)")
+            return _fail("never_answered", f"never answered from a successful {want.tool} of the user's record "
+                         "(a reply after it that only asks answers nothing)")
         if _found_out_and_told(domain, want, events, turns, messages):
             return Verdict(1.0, "found out through the tools why nothing can change, and told the user")
-        return _fail("never_found_out", "never found out through the tools why nothing can change (or never told the user)")
+        return _fail("never_found_out",
+                     "never found out through the tools why nothing can change (or never told the user)")
     made = [e for e in applied if e.tool == want.tool]
     if want.kind == "new":
         if len(made) != 1 or len(applied) != 1:
-            return _fail("not_exactly_one", f"expected exactly one {want.tool}, saw {len(made)} (and {len(applied) - len(made)} "
-                         "other writes)")
+            return _fail("not_exactly_one", f"expected exactly one {want.tool}, saw {len(made)} (and "
+                         f"{len(applied) - len(made)} other writes)")
     else:
         stray = [e for e in applied if e.entity_id != want.entity_id or e.tool != want.tool]
         if stray:
-            return _fail("changed_other_record", f"{stray[0].tool} changed {stray[0].entity} {stray[0].entity_id}, not the user's record")
+            return _fail("changed_other_record",
+                         f"{stray[0].tool} changed {stray[0].entity} {stray[0].entity_id}, not the user's record")
         if not made:
             return _fail("never_applied", f"never applied {want.tool} to {want.entity} {want.entity_id}")
         record = state.get(want.entity or "", {}).get(want.entity_id or "")
@@ -305,7 +309,8 @@ def label(domain: Domain, situation: Situation, events: list[Event], state: Stat
     if not replied_after(messages, write_turn):
         return _fail("never_told", f"never told the user after {want.tool} was applied")
     if closes_in_failure(messages):
-        return _fail("closed_in_failure", f"closed saying the request could not be done, although {want.tool} was applied")
+        return _fail("closed_in_failure",
+                     f"closed saying the request could not be done, although {want.tool} was applied")
     misquoted = misstated(messages, write_turn, made[0].result.get("computed") or {})
     if misquoted is not None:  # the world worked out a price or a balance, and the agent told the user another
         return _fail("misstated", misquoted)
