@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sim_pipeline.policy._arguments import ArgumentKind
@@ -93,21 +93,24 @@ def rule_breach(reading: Reading, expected: Expected) -> tuple[str, str] | None:
     return None
 
 
+def _findings(reading: Reading, expected: Expected, claims: bool) -> Iterator[tuple[str, str | None]]:
+    """Each check a careful reader makes, in order, as (its name, why it fails or None), run only when reached."""
+    yield "stray_attempt", stray_attempt(reading, expected)
+    breach = rule_breach(reading, expected)
+    if breach is not None:
+        yield breach
+    yield "other_value_attempt", other_value_attempt(reading, expected)
+    yield "confirmed_other", confirmed_other(reading, expected)
+    if claims:
+        yield "claim_after_failure", claim_after_failure(reading)
+        yield "claimed_handoff", claimed_handoff(reading)
+
+
 def careless_finding(reading: Reading, expected: Expected, *, claims: bool = True) -> tuple[str, str] | None:
     """The first thing a careful reader fails, whatever the world allowed, as (which check: the breached rule kind's
     conduct rule or the protocol/careful.py check's name, why), or None."""
-    checks: list[Callable[[], tuple[str, str | None] | None]] = [
-        lambda: ("stray_attempt", stray_attempt(reading, expected)), lambda: rule_breach(reading, expected),
-        lambda: ("other_value_attempt", other_value_attempt(reading, expected)),
-        lambda: ("confirmed_other", confirmed_other(reading, expected))]
-    if claims:
-        checks += [lambda: ("claim_after_failure", claim_after_failure(reading)),
-                   lambda: ("claimed_handoff", claimed_handoff(reading))]
-    for check in checks:  # in order, each only when every one before it passed
-        found = check()
-        if found is not None and found[1] is not None:
-            return found[0], found[1]
-    return None
+    return next(((check, reason) for check, reason in _findings(reading, expected, claims) if reason is not None),
+                None)
 
 
 def careless(reading: Reading, expected: Expected, *, claims: bool = True) -> str | None:
