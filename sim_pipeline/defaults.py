@@ -10,6 +10,7 @@ SEEDS: tuple[str, ...] = tuple(str(s) for s in range(8))  # static seed partitio
 DEFAULT_DOMAIN = "retail"  # the domain `make run` materializes when DOMAIN is not given
 DEFAULT_USER_MODEL = "sim/user"  # the embedded user simulator, when a registry entry or trainer names none
 BACKFILL_POLL_SECONDS = 5.0  # how often `sim-pipeline backfill --wait` reads the instance: a run takes tens of seconds
+BACKFILL_FAILURE_CHARS = 300  # a failed step's error in a backfill's report: room for the reason, not a traceback
 BACKFILL_LIST_LIMIT = 20  # backfills `sim-pipeline backfill list` shows, newest first: the recent ones (the UI lists all)
 SEEDS_NAMED_IN_ERRORS = 3  # seeds outside the partitions a --seeds error names: enough to spot the slip, and
 # `--seeds 0-99999` stays one short line

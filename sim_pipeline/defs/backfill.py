@@ -108,6 +108,37 @@ def backfill_progress(instance: dg.DagsterInstance, backfill_id: str) -> Backfil
     return BackfillProgress(status=backfill.status.value, runs_by_status=counts)
 
 
+def failure_lines(instance: dg.DagsterInstance, backfill_id: str) -> list[str]:
+    """One line per failed run of the backfill: its id, partition and each failed step's error (first line), so a
+    failed backfill says why without opening the UI."""
+    lines = []
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+    for run in runs:
+        if run.status != dg.DagsterRunStatus.FAILURE:
+            continue
+        where = run.tags.get("dagster/partition", "no partition")
+        steps = [f"{e.dagster_event.step_key}: {_first_line(e.dagster_event.step_failure_data.error)}"
+                 for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)]
+        if not steps:  # the run failed outside any step (launch, orchestrator): the run's own failure says why
+            steps = [e.message.splitlines()[0] if e.message else "run failed"
+                     for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)]
+        lines.append(f"run {run.run_id} ({where}) failed: " + "; ".join(steps or ["no failure event recorded"]))
+    return lines
+
+
+def _first_line(error: object) -> str:
+    """A step error (a SerializableErrorInfo) in one line: its innermost cause (the user's exception, not Dagster's
+    wrapper), without the module path, its lines joined, cut at defaults.BACKFILL_FAILURE_CHARS."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    lines = [line.strip() for line in (getattr(error, "message", "") or "").splitlines() if line.strip()]
+    text = " ".join(lines) or getattr(error, "cls_name", None) or "error"
+    head, _, rest = text.partition(": ")
+    if rest and "." in head and " " not in head:  # "dagster._core.errors.SomeError: ..." -> "SomeError: ..."
+        text = f"{head.rsplit('.', 1)[1]}: {rest}"
+    return text if len(text) <= defaults.BACKFILL_FAILURE_CHARS else text[:defaults.BACKFILL_FAILURE_CHARS - 3] + "..."
+
+
 def _targets(backfill: PartitionBackfill) -> str:
     """What a backfill materializes: its title (sim-pipeline's names versions x seeds), else its assets, and how many
     partitions."""
@@ -159,5 +190,7 @@ def wait_for_backfill(instance: dg.DagsterInstance, backfill_id: str, *, log: Ca
             last = progress.line()
             log(f"  {backfill_id}: {last}")
         if progress.done:
+            for line in failure_lines(instance, backfill_id):
+                log(f"  {line}")
             return progress
         time.sleep(poll_s)

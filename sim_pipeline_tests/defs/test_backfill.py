@@ -11,7 +11,7 @@ from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.backfill import execute_backfill_iteration
 
 from sim_pipeline import warehouse
-from sim_pipeline.defs.backfill import backfill_progress, launch_backfill, plan_backfill
+from sim_pipeline.defs.backfill import backfill_progress, failure_lines, launch_backfill, plan_backfill
 from sim_pipeline.registry import load_registry
 
 # sqlite storage; each run the daemon launches executes there and then, so one thread can follow the whole backfill
@@ -46,7 +46,7 @@ def test_a_backfill_of_two_versions_runs_every_step_under_the_daemon(tmp_path, r
                 if backfill_progress(instance, backfill_id).done:
                     break
         progress = backfill_progress(instance, backfill_id)
-        assert progress.succeeded, progress.line()
+        assert progress.succeeded, "\n".join([progress.line(), *failure_lines(instance, backfill_id)])
         assert progress.runs_by_status == {"SUCCESS": sum(progress.runs_by_status.values())}
         for slug in ("agent-v1", "agent-v2"):
             assert warehouse.partition_path(base, "retail", "grades", policy_version=slug, seed="0").exists()
@@ -68,3 +68,32 @@ def test_a_delta_depends_on_its_baselines_grades_in_the_asset_graph(small_defs):
             parents = graph.get_parents_partitions(dg.AssetKey(["retail", "delta"]), "agent-v2").parent_partitions
     grades = {p.partition_key for p in parents if p.asset_key == dg.AssetKey(["retail", "grades"])}
     assert {"agent-v1|0", "agent-v2|0", "agent-v1|7"} <= grades
+
+
+def test_a_failed_backfill_run_is_reported_with_its_step_and_the_users_error():
+    """`backfill --wait` and the tests print these lines: the step that failed and the innermost error (the user's
+    exception or the blocking check), not Dagster's wrapper; runs that succeeded and other backfills' runs are not
+    listed."""
+    @dg.asset
+    def raises():
+        raise ValueError("the model endpoint said 503\nretry later")
+
+    @dg.asset(check_specs=[dg.AssetCheckSpec("judge_trusted", asset="gated", blocking=True)])
+    def gated():
+        yield dg.Output(1)
+        yield dg.AssetCheckResult(check_name="judge_trusted", passed=False)
+
+    @dg.asset
+    def fine():
+        return 1
+
+    with dg.instance_for_test() as instance:
+        runs = {asset.key.path[-1]: dg.materialize([asset], instance=instance, raise_on_error=False,
+                                                   tags={"dagster/backfill": "bf1", "dagster/partition": "agent-v2|0"})
+                for asset in (raises, gated, fine)}
+        dg.materialize([raises], instance=instance, raise_on_error=False, tags={"dagster/backfill": "other"})
+        lines = sorted(failure_lines(instance, "bf1"))
+    assert lines == sorted([
+        f"run {runs['raises'].run_id} (agent-v2|0) failed: raises: ValueError: the model endpoint said 503 retry later",
+        f"run {runs['gated'].run_id} (agent-v2|0) failed: gated: DagsterAssetCheckFailedError: 1 blocking asset check "
+        "failed with ERROR severity: gated: judge_trusted"])

@@ -231,7 +231,7 @@ def test_a_backfill_goes_through_the_production_queue_and_launcher_to_the_worker
     from dagster._daemon.backfill import execute_backfill_iteration
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
-    from sim_pipeline.defs.backfill import backfill_progress, launch_backfill, plan_backfill
+    from sim_pipeline.defs.backfill import backfill_progress, failure_lines, launch_backfill, plan_backfill
     from sim_pipeline.registry import load_registry
     from sim_pipeline_tests.deploy import celery_location
 
@@ -252,7 +252,7 @@ def test_a_backfill_goes_through_the_production_queue_and_launcher_to_the_worker
             list(queue.run_iteration(workspace))
             time.sleep(DAEMON_POLL_S)
     progress = backfill_progress(instance, backfill_id)
-    assert progress.succeeded, progress.line()
+    assert progress.succeeded, "\n".join([progress.line(), *failure_lines(instance, backfill_id)])
 
     runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
     assert len(runs) >= 4 and {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
