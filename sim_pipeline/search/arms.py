@@ -185,7 +185,7 @@ class Arms:
 
     @arm("llm_guided")
     async def llm_guided(self, n: int, gen: np.random.Generator) -> list[Situation]:
-        """The writer model writes the opening for an under-filled cell unlike those drawn, sometimes without the id."""
+        """The writer model writes the opening for an under-filled cell unlike those drawn, without an id it can look up."""
         out = []
         for cell in self._least_covered(gen, n):
             base = self._variant(cell, "llm_guided")
@@ -196,13 +196,17 @@ class Arms:
         return out
 
     def _shared(self, situation: Situation) -> tuple[str, ...]:
-        """The facts the customer writes first: the opening's, but one whose record a look-up field finds (an email)
-        leaves the record's id out half the time (seeded per situation), as customers without the number at hand do;
-        the agent must then find the record before acting (a look-up, then the request: a two-tool chain)."""
+        """The facts the customer writes first: the opening's, but without the record's id when a look-up field that
+        finds the record (an email) is among them, as customers without the number at hand write; the agent must
+        then find the record before acting (a look-up, then the request: a two-tool chain).
+
+        The structured arm's template openings always carry the id, so the writer covers the other case in full.
+        Leaving the id out of every such opening, not half of them, found more distinct failures and found each kind
+        sooner on all three agents of `make bench` search (docs/concepts.md).
+        """
         names = tuple(k for k in situation.opening_facts if k in situation.facts)
         entity = next((e for e in self.ctx.domain.entities if e.name == situation.entity), None)
-        if entity is not None and entity.lookup_by in names and entity.id_argument in names and \
-                stable_int("no id at hand", situation.situation_id) % 2:
+        if entity is not None and entity.lookup_by in names and entity.id_argument in names:
             return tuple(k for k in names if k != entity.id_argument)
         return names
 

@@ -36,7 +36,7 @@ def test_a_cell_that_can_only_repeat_still_draws_after_its_tries():
     assert drawn.archive.variants[cell] - before <= 3 * defaults.SEARCH_VARIANT_TRIES
 
 
-def test_the_writer_is_sometimes_told_no_id_so_the_agent_must_look_the_record_up():
+def test_the_writer_is_told_no_id_it_can_look_up_so_the_agent_must_look_the_record_up():
     drawn = arms(Gateway(fast_path=True))
     situations = asyncio.run(drawn.llm_guided(40, np.random.default_rng(0)))
     shown = collections.Counter()
@@ -45,7 +45,7 @@ def test_the_writer_is_sometimes_told_no_id_so_the_agent_must_look_the_record_up
             shown[s.entity_id in s.phrasings[0]] += 1
             if s.entity_id not in s.phrasings[0]:
                 assert s.facts["email"] in s.phrasings[0] and "order_id" not in s.opening_facts
-    assert shown[True] and shown[False]
+    assert shown[False] >= 5 and not shown[True]  # the template openings (structured arm) carry the id
 
 
 def test_the_writer_goes_where_no_draw_has_been():
