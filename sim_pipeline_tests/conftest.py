@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,17 @@ from typing import Any
 import pytest
 
 from sim_pipeline_tests.scripted_server import ScriptedServer
+
+
+def pytest_configure(config):
+    """The suite behaves the same started in the foreground or as a background job (`make test &`, nohup).
+
+    A shell starts a background job with SIGINT ignored, and Dagster's in-process runs copy SIGINT's handler onto
+    SIGTERM (dagster._utils.interrupts). The compute-log `tail` processes each run starts would then ignore SIGTERM,
+    and each run's end would wait 2 x 30 s for them: test_launch's first run never reached its model call in time.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
