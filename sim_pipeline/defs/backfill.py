@@ -109,7 +109,7 @@ def backfill_progress(instance: dg.DagsterInstance, backfill_id: str) -> Backfil
 
 
 def failure_lines(instance: dg.DagsterInstance, backfill_id: str) -> list[str]:
-    """One line per failed run of the backfill: its id, partition and each failed step's error (first line), so a
+    """One line per failed run of the backfill: its id, partition and each failed step's error in one line, so a
     failed backfill says why without opening the UI."""
     lines = []
     runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))

@@ -202,7 +202,7 @@ class Arms:
 
         The structured arm's template openings always carry the id, so the writer covers the other case in full.
         Leaving the id out of every such opening, not half of them, found more distinct failures and found each kind
-        sooner on all three agents of `make bench` search (docs/concepts.md).
+        sooner on all three agents of `make bench` search (docs/training.md).
         """
         names = tuple(k for k in situation.opening_facts if k in situation.facts)
         entity = next((e for e in self.ctx.domain.entities if e.name == situation.entity), None)
