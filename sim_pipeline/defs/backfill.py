@@ -21,8 +21,10 @@ from dagster._core.utils import make_new_backfill_id
 
 from sim_pipeline import defaults
 from sim_pipeline.definitions import build_definitions
+from sim_pipeline.defs.launch import step_error
 from sim_pipeline.defs.partitions import POLICY_STEPS, SEED_STEPS, partition_key
 from sim_pipeline.errors import SimPipelineError
+from sim_pipeline.redaction import redact
 from sim_pipeline.registry import PolicyVersion
 
 BACKFILL_DAEMON = "BACKFILL"  # the daemon type that runs asset backfills (dagster-daemon, started by `make dev`)
@@ -112,27 +114,21 @@ def failure_lines(instance: dg.DagsterInstance, backfill_id: str) -> list[str]:
     """One line per failed run of the backfill: its id, partition and each failed step's error in one line, so a
     failed backfill says why without opening the UI."""
     lines = []
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
-    for run in runs:
-        if run.status != dg.DagsterRunStatus.FAILURE:
-            continue
+    failed = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id},
+                                                      statuses=[dg.DagsterRunStatus.FAILURE]))
+    for run in failed:
         where = run.tags.get("dagster/partition", "no partition")
-        steps = [f"{e.dagster_event.step_key}: {_first_line(e.dagster_event.step_failure_data.error)}"
+        steps = [f"{e.dagster_event.step_key}: {_short(step_error(e.dagster_event.step_failure_data.error))}"
                  for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)]
         if not steps:  # the run failed outside any step (launch, orchestrator): the run's own failure says why
-            steps = [e.message.splitlines()[0] if e.message else "run failed"
+            steps = [_short(redact(e.message.splitlines()[0])) if e.message else "run failed"
                      for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)]
         lines.append(f"run {run.run_id} ({where}) failed: " + "; ".join(steps or ["no failure event recorded"]))
     return lines
 
 
-def _first_line(error: object) -> str:
-    """A step error (a SerializableErrorInfo) in one line: its innermost cause (the user's exception, not Dagster's
-    wrapper), without the module path, its lines joined, cut at defaults.BACKFILL_FAILURE_CHARS."""
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
-    lines = [line.strip() for line in (getattr(error, "message", "") or "").splitlines() if line.strip()]
-    text = " ".join(lines) or getattr(error, "cls_name", None) or "error"
+def _short(text: str) -> str:
+    """An error line without its exception's module path, cut at defaults.BACKFILL_FAILURE_CHARS."""
     head, _, rest = text.partition(": ")
     if rest and "." in head and " " not in head:  # "dagster._core.errors.SomeError: ..." -> "SomeError: ..."
         text = f"{head.rsplit('.', 1)[1]}: {rest}"

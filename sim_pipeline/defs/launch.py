@@ -261,9 +261,7 @@ def _runner(instance: dg.DagsterInstance, jobs: dg.Definitions, outcomes: list[R
             if event.event_type_value == "STEP_FAILURE" and event.event_specific_data is not None:
                 error = event.event_specific_data.error
                 interrupted |= _interrupt(event.event_specific_data)
-                while error.cause is not None:  # the engine's own message, not Dagster's "error in op" wrapper
-                    error = error.cause
-                causes.append(redact(f"{event.step_key} failed: {' '.join(error.message.split())}"))
+                causes.append(f"{event.step_key} failed: {step_error(error)}")
                 log(f"    {causes[-1]}"[:600])
         planned = [r.asset_key for r in instance.get_records_for_run(  # written when the run was made, not executed
             result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).records]
@@ -279,6 +277,14 @@ def _runner(instance: dg.DagsterInstance, jobs: dg.Definitions, outcomes: list[R
         return result.success
 
     return run
+
+
+def step_error(error: Any) -> str:
+    """A failed step's error (a SerializableErrorInfo) in one line, secrets redacted: its innermost cause, the
+    engine's own message, not Dagster's "error in op" wrapper."""
+    while error.cause is not None:
+        error = error.cause
+    return redact(" ".join((error.message or "").split()))
 
 
 def _interrupt(failure: Any) -> bool:

@@ -97,3 +97,18 @@ def test_a_failed_backfill_run_is_reported_with_its_step_and_the_users_error():
         f"run {runs['raises'].run_id} (agent-v2|0) failed: raises: ValueError: the model endpoint said 503 retry later",
         f"run {runs['gated'].run_id} (agent-v2|0) failed: gated: DagsterAssetCheckFailedError: 1 blocking asset check "
         "failed with ERROR severity: gated: judge_trusted"])
+
+
+def test_a_failed_backfill_runs_report_never_shows_a_key(monkeypatch):
+    """An endpoint's error may echo the request's key: the report redacts it, as `sim-pipeline run`'s log does."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value-1234567890")
+
+    @dg.asset
+    def echoes():
+        raise RuntimeError("401 from the endpoint for key sk-test-secret-value-1234567890")
+
+    with dg.instance_for_test() as instance:
+        dg.materialize([echoes], instance=instance, raise_on_error=False, tags={"dagster/backfill": "bf2"})
+        [line] = failure_lines(instance, "bf2")
+    assert "sk-test-secret-value-1234567890" not in line and line.endswith("echoes: RuntimeError: 401 from the "
+                                                                            "endpoint for key [redacted]")
