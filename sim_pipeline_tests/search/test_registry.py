@@ -56,7 +56,7 @@ def test_the_registry_joins_every_generator_to_its_weights_in_the_tables_order()
     ({"open_ended": {"start": 0.1, "floor": 0.01, "cap": 0.1, "ceiling": 0.2}},
      r"search arm 'open_ended': unknown field 'ceiling' .*Fix: use only start, floor, cap"),
     ({"open_ended": {"start": 0.15, "floor": 0.01, "cap": 0.2}},
-     r"start weights sum to 1.05, not 1, .*\(structured 0.42, .*open_ended 0.15.*\)\. Fix: scale them to sum to 1"),
+     r"start weights sum to 1.05, not 1, .*\(structured 0.19, .*open_ended 0.15.*\)\. Fix: scale them to sum to 1"),
 ])
 def test_a_misconfigured_arm_is_refused_naming_the_arm_the_field_and_the_fix(changes, message):
     with pytest.raises(SearchConfigError, match=message):
