@@ -55,17 +55,17 @@ def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, mon
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.chdir(tmp_path)  # the model cache goes to data/cache under the working directory
     base = tmp_path / "warehouse"
-    code = main(["run", "--domain", "retail", "--versions", "agent-v1,agent-v2", "--seeds", "3,6", "--situations",
-                 "8", "--samples", "2", "--heldout-samples", "2", "--warehouse", str(base), "--allow-failed-checks"])
+    code = main(["run", "--domain", "retail", "--versions", "agent-v1,agent-v2", "--seeds", "3,7", "--situations",
+                 "10", "--samples", "2", "--heldout-samples", "2", "--warehouse", str(base), "--allow-failed-checks"])
     out = capsys.readouterr().out
     assert code == 0 and out.count("Materializing domain 'retail'") == 2
-    for seed in ("3", "6"):
+    for seed in ("3", "7"):
         for version in ("agent-v1", "agent-v2"):
             rows = warehouse.read_table(warehouse.partition_path(base, "retail", "rollouts", policy_version=version,
                                                                  seed=seed))
             planned = warehouse.read_table(warehouse.partition_path(base, "retail", "situations", seed=seed))
-            # The plan's first 8 situations (the search may write its own beside them, within its budget).
-            assert len(set(rows["situation_id"]) & set(planned["situation_id"])) <= 8
+            # The plan's first 10 situations (the search may write its own beside them, within its budget).
+            assert len(set(rows["situation_id"]) & set(planned["situation_id"])) <= 10
             assert rows["sample_index"].max() <= 1
     import dagster as dg
 
@@ -86,21 +86,22 @@ def test_a_small_run_over_two_seeds_is_sized_from_the_command_line(tmp_path, mon
                                                                    seed="3")) for v in ("agent-v1", "agent-v2"))
     heldout = [set(t.loc[t["split"] == "heldout", "situation_id"]) for t in (first, second)]
     assert heldout[0] and heldout[0] == heldout[1]
-    # The ship line of seed 3's summary weighs the judges of every seed the delta pooled: seed 6's grades rewritten
-    # as judged untrusted (a verdict this seed's summary never shows) make it decide nothing. (Seeds where this small
-    # run's judges are all trusted: on ~50 rows one slip of sim/judge leaves its trust undecided, and then no delta
-    # is written to pool.)
+    # The ship line of seed 3's summary weighs the judges of every seed the delta pooled: seed 7's grades rewritten
+    # as judged untrusted (a verdict this seed's summary never shows) make it decide nothing. (Seeds and a size where
+    # this small run's judges are all trusted: on ~50 rows one slip of sim/judge leaves its trust undecided, and then
+    # no delta is written to pool. A change to what the search draws moves them: run seeds 0-7 at this size and keep
+    # two whose summaries say `judge trust: trusted` for both versions.)
     assert main(["report", "--seed", "3", "--warehouse", str(base)]) == 0
     ship = capsys.readouterr().out.splitlines()[1]
     assert ship.startswith("  ship          ") and "judge trust" not in ship
-    path = warehouse.partition_path(base, "retail", "grades", policy_version="agent-v2", seed="6")
+    path = warehouse.partition_path(base, "retail", "grades", policy_version="agent-v2", seed="7")
     content = path.read_bytes()
     warehouse.write_table(path, warehouse.read_table(path).assign(judge_trust="untrusted"),
                           lineage=warehouse.recorded_lineage(content))
     main(["report", "--seed", "3", "--warehouse", str(base)])  # exit 1: the delta is stale now, too
     ship = capsys.readouterr().out.splitlines()[1]
     assert ship.startswith("  ship          INCONCLUSIVE agent-v2 over agent-v1: judge trust untrusted for agent-v2 "
-                           "seed 6; "), ship
+                           "seed 7; "), ship
 
 
 def test_backfill_queues_one_asset_backfill_in_the_instance_and_says_who_runs_it(tmp_path, monkeypatch, capsys):
