@@ -7,15 +7,10 @@ import collections
 import numpy as np
 
 from sim_pipeline import defaults
-from sim_pipeline.axes import axis_values
-from sim_pipeline.cover import covering_array
 from sim_pipeline.domain import load_domain
 from sim_pipeline.models.gateway import Gateway
 from sim_pipeline.search.arms import ARMS, Arms, SearchContext, cell_pairs, cell_of
-from sim_pipeline.search.situations import build_situations
-from sim_pipeline.situation import Situation
-from sim_pipeline.world.state import build_state
-from sim_pipeline_tests.rollout.small_run import world
+from sim_pipeline_tests.rollout.small_run import seed_world, world
 from sim_pipeline_tests.world.conftest import write_pharmacy_pack
 
 
@@ -72,11 +67,8 @@ def test_the_writer_goes_where_no_draw_has_been():
 def test_a_pack_without_a_look_up_field_keeps_the_id_in_every_writer_opening(tmp_path):
     # The pharmacy pack written here (camelCase tools, RX-123456 ids) has no field that finds a prescription: a
     # customer must give its number, so the writer never leaves it out.
-    domain = load_domain(write_pharmacy_pack(tmp_path))
-    state = build_state(domain, 0)
-    cells = covering_array(axis_values(domain), seed=0, constraints=domain.constraints)
-    table = build_situations(domain, state, cells, seed=0, n_phrasings=1)
-    train = [s for s in (Situation.from_row(r) for r in table.to_dict("records")) if s.split == "train"]
+    domain, state, situations = seed_world(load_domain(write_pharmacy_pack(tmp_path)))
+    train = [s for s in situations if s.split == "train"]
     drawn = Arms(SearchContext(domain, state, 0, train))
     with_id = [s for s in train if "rxNumber" in s.opening_facts]
     assert with_id
