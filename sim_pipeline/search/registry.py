@@ -17,7 +17,7 @@ from sim_pipeline.errors import SearchConfigError
 
 DEFAULTS_ORIGIN = "SEARCH_ARM_WEIGHTS in sim_pipeline/defaults.py"
 FIELDS = ("start", "floor", "cap")
-SUM_TOLERANCE = 1e-6  # start weights are typed by hand as decimals: 0.19 + 0.65 + 0.1 + 0.03 + 0.03 is 1 to ~1e-16
+SUM_TOLERANCE = 1e-6  # start weights are typed by hand as decimals, whose float sum can miss 1 by ~1e-16
 Generate = Callable[..., Awaitable[list[Any]]]  # (arms, n, numpy Generator) -> situations
 
 
