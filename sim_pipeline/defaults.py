@@ -119,6 +119,8 @@ SEARCH_BATCH_SITUATIONS = 8  # situations drawn per search batch: small enough f
 SEARCH_BUDGET_ROWS = 400  # train rollouts per partition before the search stops on budget
 SEARCH_SATURATION_YIELD = 0.02  # a batch below this novelty yield is flat (REFERENCE 3)
 SEARCH_SATURATION_PATIENCE = 3  # flat batches in a row that stop the search (the reference only predicts at 12)
+SEARCH_STREAM = "search"  # the label of the search's random stream: another label re-draws the search on the same
+# world and plan (bench_search re-draws it to measure how much a goal figure owes to one draw)
 
 # --- 04 World ------------------------------------------------------------------------------------
 WORLD_FAULT_RATE = 1.0  # chance a call of the faulted tool fails while hits remain; 1.0 = the reference's "every call"

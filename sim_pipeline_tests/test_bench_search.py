@@ -61,3 +61,15 @@ def test_a_failure_kind_holds_no_value_the_agent_sent_nor_the_users():
                                         f"{sent}}}, not the user's {{'amount': 300}}", {"amount": sent}), retail)
              for sent in (240, 345.5)}
     assert kinds == {"oracle: attempted with, not the user's"}
+
+
+def test_a_figure_over_streams_is_the_mean_of_each_pairs_point_value_with_the_lowest_and_highest():
+    lucky = _results([30.0] * 4, [20.0] * 4, [{"a": 20, "b": 100}] * 4)  # ratio 1.5, speedup sqrt(2 x 4)
+    plain = _results([24.0] * 4, [20.0] * 4, [{"a": 40, "b": 400}] * 4)  # ratio 1.2, speedup 1
+    figures = bench.over_streams([lucky, plain])
+    assert figures["failure_signatures_ratio_vs_structured"] == pytest.approx({"mean": 1.35, "low": 1.2, "high": 1.5})
+    assert figures["first_failure_speedup"] == pytest.approx({"mean": (8 ** 0.5 + 1) / 2, "low": 1.0,
+                                                              "high": 8 ** 0.5})
+    one = bench._goal_values(lucky, bench._kinds(lucky))
+    assert bench.over_streams([lucky])["first_failure_speedup"]["mean"] == pytest.approx(
+        one["first_failure_speedup"]["weighted"])

@@ -34,6 +34,7 @@ class SearchSettings:
     patience: int = defaults.SEARCH_SATURATION_PATIENCE
     cell_target: int = defaults.SEARCH_CELL_TARGET
     max_seconds: float | None = None  # wall-clock budget; off by default because it makes results machine-dependent
+    stream: str = defaults.SEARCH_STREAM  # the label of the draws' random stream, with the seed
 
 
 @dataclass
@@ -89,7 +90,7 @@ async def run_search(ctx: SearchContext, run_batch: RunBatch, settings: SearchSe
                      rule: WeightRule = WeightRule()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Run batches until a stop rule fires; returns (search table, rollouts, stop reason)."""
     arms = Arms(ctx)
-    gen = rng(ctx.seed, "search")
+    gen = rng(ctx.seed, settings.stream)
     weights = rule.initial()
     grid = next(a for a in rule.registry if a.name == ARM_STRUCTURED)
     draws: list[dict] = []

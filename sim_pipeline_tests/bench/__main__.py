@@ -2,9 +2,10 @@
 
 Each module exposes `figures() -> list[dict]`, and may add functions named `figures_<what>()` that run after it, in
 name order (two figures of one module are then added without touching each other's code); a figure has `name`,
-`value`, `unit` and, where it is compared with a baseline measured in the same run, `baseline_name`, `baseline_value`
-and `ratio` (value / baseline); a figure with an `interval` and a `verdict` (bench_search's goal figures) is printed
-with them. Each row written also has `module` (bench_<what>) and `measured_at` (UTC, when its module ran).
+`value`, `unit` and, where it is compared with a baseline measured in the same run, `baseline_name`,
+`baseline_value` and `ratio` (value / baseline); a figure with an `interval` and a `verdict` (bench_search's goal
+figures) is printed with them, one with a `spread` (bench_search's `_over_streams` figures) with it. Each row
+written also has `module` (bench_<what>) and `measured_at` (UTC, when its module ran).
 Benchmarks named on the command line replace their own modules' rows and keep the other modules' rows of an earlier
 run, so `python -m sim_pipeline_tests.bench sizes` after `make bench` leaves the rest in place.
 A module that raises (a timeout, a missing service) is reported with its traceback and records no figures; the other
@@ -50,7 +51,9 @@ def main(argv: list[str]) -> int:
             ratio = f"  ratio {figure['ratio']:.3g} vs {figure['baseline_name']}" if "ratio" in figure else ""
             interval = (f"  {figure.get('interval_level', 0.9):.0%} interval [{figure['interval'][0]:.4g}, "
                         f"{figure['interval'][1]:.4g}]: {figure['verdict']}" if "interval" in figure else "")
-            print(f"{figure['name']:<55} {figure['value']:>12.4g} {figure['unit']}{ratio}{interval}", flush=True)
+            spread = (f"  spread over {figure['pairs']} stream pairs [{figure['spread'][0]:.4g}, {figure['spread'][1]:.4g}]"
+                      if "spread" in figure else "")
+            print(f"{figure['name']:<55} {figure['value']:>12.4g} {figure['unit']}{ratio}{interval}{spread}", flush=True)
     if wanted and RESULTS.exists():  # a partial run keeps the other modules' rows (rows without a module: dropped)
         kept = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
         rows = [r for r in kept if r.get("module") and r["module"] not in ran] + rows

@@ -3,7 +3,8 @@ and all arms at fixed equal weights; the same budget, seeds and agents for each.
 
 What is measured, per agent (sim/agent-v1, sim/agent-v2, and sim/agent-offgrid: careful on the grid, weak on
 injected instructions, long contexts and mixed languages, which only the rare arms draw), averaged over SEEDS (retail,
-24 worlds and plans; one process job per strategy, agent and seed, on every core: 8.5 min on a 2-core machine):
+24 worlds and plans; one process job per strategy, agent, seed and stream, on every core: about 20 min on a
+2-core machine, the re-draws over STREAMS included):
 - the two goals of issue 35: `failure_signatures_ratio_vs_structured_<agent>` (the weighted search's distinct failure
   signatures per rollout over the structured arm's, goal >= 1.3) and `first_failure_speedup_<agent>` (the geometric
   mean over failure kinds of the structured arm's rollouts to each kind's first failure over the weighted search's,
@@ -25,7 +26,12 @@ injected instructions, long contexts and mixed languages, which only the rare ar
   `pressured_violation` is a skipped check or an exceeded limit while the user pressed;
 - which arms find the weaknesses: in the uniform runs, where every arm draws a fifth of the situations, each arm's
   failures per 1000 of its rollouts that a weakness caused, against the structured arm's;
-- each arm's weight path in the weighted search: the mean over seeds at every eighth of the batches, start to end.
+- each arm's weight path in the weighted search: the mean over seeds at every eighth of the batches, start to end;
+- each goal figure `_over_streams`: the weighted and structured-only searches re-drawn under STREAMS (the search's
+  random stream, `SearchSettings.stream`: the same worlds, plans and agents, other draws), the figure recomputed for
+  every (weighted, structured-only) pair of streams, their mean with the lowest and highest (`spread`) beside the
+  headline's one draw. A change to the search that moves a goal figure by less than the spread is not shown by one
+  draw (about 10 more minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -63,9 +69,11 @@ SEEDS = range(24)  # 24 worlds and plans: with 3, changing a stream label alone 
 BUDGET_ROWS = 800
 GOAL_SIGNATURES_RATIO = 1.3  # issue 35: distinct failure signatures per rollout vs the structured arm alone, every agent
 GOAL_FIRST_FAILURE_SPEEDUP = 1.2  # issue 35: each kind's first failure 1.2x sooner (geometric mean), every agent
+GOALS = {"failure_signatures_ratio_vs_structured": GOAL_SIGNATURES_RATIO, "first_failure_speedup": GOAL_FIRST_FAILURE_SPEEDUP}
 BOOTSTRAP_RESAMPLES = 2000  # resamples of the seeds per goal figure: each 5% tail rests on 100 of them
 BOOTSTRAP_LEVEL = 0.90  # the goal figures' interval: a verdict is given only when the whole interval is on one side
 BOOTSTRAP_SEED = 35  # the resampling's own stream (issue 35), apart from the searches' seeds
+STREAMS = (defaults.SEARCH_STREAM, "search-2", "search-3")  # the headline's stream, then two re-draws: 9 pairs
 VERSIONS = ("agent-v1", "agent-v2", "agent-offgrid")  # agent-offgrid: weak where only the rare arms look
 ARMS = WeightRule().arms  # the registered arms, in draw order
 STRATEGIES = {
@@ -140,7 +148,8 @@ def _first_weaknesses(failed: pd.DataFrame, domain: Domain, version: str, *, eve
     return first, each
 
 
-def _search(strategy: str, version: str, seed: int) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+def _search(strategy: str, version: str, seed: int, stream: str = defaults.SEARCH_STREAM
+            ) -> tuple[pd.DataFrame, dict[str, list[float]]]:
     domain, state, train = _world(seed)
     gateway = Gateway(fast_path=True)
     settings = RolloutSettings.for_mode("adaptive")
@@ -152,17 +161,18 @@ def _search(strategy: str, version: str, seed: int) -> tuple[pd.DataFrame, dict[
 
     rule = STRATEGIES[strategy]
     search, rows, _ = asyncio.run(run_search(SearchContext(domain, state, seed, train, gateway), run_batch,
-                                             SearchSettings(budget_rows=BUDGET_ROWS, patience=99, cell_target=99), rule))
+                                             SearchSettings(budget_rows=BUDGET_ROWS, patience=99, cell_target=99,
+                                                            stream=stream), rule))
     rows = rows[~rows["status"].isin(ERROR_STATUSES)].reset_index(drop=True)  # drawn order: batch by batch
     rows["kind"] = [failure_kind(r, domain) for r in rows.to_dict("records")]
     by_batch = weights_by_batch(search, rule)
     return rows, {arm: by_batch[f"w_{arm}"].tolist() for arm in rule.arms}
 
 
-def measure_seed(strategy: str, version: str, seed: int) -> dict:
+def measure_seed(strategy: str, version: str, seed: int, stream: str = defaults.SEARCH_STREAM) -> dict:
     """One search's failure signatures per 1000 rollouts, first rollout of each failure kind and weakness, weight
     paths and rows (seeded: the same in any process)."""
-    rows, paths = _search(strategy, version, seed)
+    rows, paths = _search(strategy, version, seed, stream)
     failed = rows[rows["kind"].notna()]
     first, each = _first_weaknesses(failed, _world(seed)[0], version, every=strategy == "uniform")
     out = {"per_1000": 1000 * failed["behavior_signature"].nunique() / len(rows),
@@ -269,14 +279,12 @@ def _headline(results: dict[str, dict], version: str, kinds: list[str]) -> list[
     alone, the weighted search's value with the uniform weights' beside it as the baseline, and its bootstrap
     interval over seeds with the verdict it gives."""
     values, intervals = _goal_values(results, kinds), bootstrap_intervals(results)
-    goal = {"failure_signatures_ratio_vs_structured": GOAL_SIGNATURES_RATIO,
-            "first_failure_speedup": GOAL_FIRST_FAILURE_SPEEDUP}
     return [{"name": f"{figure}_{version}", "value": v["weighted"], "unit": "x structured_only",
              "baseline_name": "uniform weights", "baseline_value": v["uniform"],
-             "ratio": v["weighted"] / v["uniform"], "goal": goal[figure],
-             "meets_goal": bool(v["weighted"] >= goal[figure]),
+             "ratio": v["weighted"] / v["uniform"], "goal": GOALS[figure],
+             "meets_goal": bool(v["weighted"] >= GOALS[figure]),
              "interval": [round(x, 4) for x in intervals[figure]], "interval_level": BOOTSTRAP_LEVEL,
-             "verdict": verdict(intervals[figure], goal[figure])}
+             "verdict": verdict(intervals[figure], GOALS[figure])}
             for figure, v in values.items()]
 
 
@@ -310,11 +318,57 @@ def version_figures(version: str, results: dict[str, dict]) -> list[dict]:
     return out
 
 
+_MEASURED: dict[tuple[str, str, int, str], dict] = {}  # (strategy, agent, seed, stream) -> measure_seed's result
+
+
+def _measured(jobs: list[tuple[str, str, int, str]]) -> dict[tuple[str, str, int, str], dict]:
+    """measure_seed of each job, one process job each on every core (each search is seeded by its job alone: the
+    same figures whatever the worker count); jobs measured before in this process are not run again."""
+    todo = [job for job in jobs if job not in _MEASURED]
+    if todo:
+        with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+            _MEASURED.update(zip(todo, pool.map(measure_seed, *zip(*todo))))
+    return {job: _MEASURED[job] for job in jobs}
+
+
+def _results(version: str, streams: dict[str, str]) -> dict[str, dict]:
+    """One agent's per-seed results as the figures read them, each strategy from the stream given for it."""
+    done = _measured([(name, version, seed, stream) for name, stream in streams.items() for seed in SEEDS])
+    return {name: _gather([done[name, version, seed, stream] for seed in SEEDS]) for name, stream in streams.items()}
+
+
 def figures() -> list[dict]:
-    """Every agent's figures: one process job per (strategy, agent, seed), as many workers as cores (each search is
-    seeded by its job alone: the same figures whatever the worker count)."""
-    jobs = [(strategy, version, seed) for version in VERSIONS for strategy in STRATEGIES for seed in SEEDS]
-    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
-        done = dict(zip(jobs, pool.map(measure_seed, *zip(*jobs))))
+    """Every agent's figures, every strategy on the search's own stream."""
     return [figure for version in VERSIONS for figure in version_figures(
-        version, {strategy: _gather([done[strategy, version, seed] for seed in SEEDS]) for strategy in STRATEGIES})]
+        version, _results(version, dict.fromkeys(STRATEGIES, defaults.SEARCH_STREAM)))]
+
+
+def over_streams(pairs: list[dict[str, dict]]) -> dict[str, dict[str, float]]:
+    """Each goal figure (weighted) over pairs of results (each strategy from some stream): its mean, lowest and
+    highest over the pairs, each pair's figure computed as the headline's point value is."""
+    values = [_goal_values(results, _kinds(results)) for results in pairs]
+    out = {}
+    for figure in values[0]:
+        each = [value[figure]["weighted"] for value in values]
+        out[figure] = {"mean": float(np.mean(each)), "low": float(min(each)), "high": float(max(each))}
+    return out
+
+
+def figures_streams() -> list[dict]:
+    """Each goal figure over every (weighted, structured-only) pair of STREAMS (uniform from the search's own
+    stream: it only sets the kinds met), beside the headline's one draw."""
+    _measured([(name, version, seed, stream) for version in VERSIONS for name in ("weighted", "structured_only")
+               for stream in STREAMS for seed in SEEDS])  # all at once: one pool keeps every core busy to the end
+    out = []
+    for version in VERSIONS:
+        pairs = [_results(version, {"weighted": w, "structured_only": s, "uniform": defaults.SEARCH_STREAM})
+                 for w in STREAMS for s in STREAMS]
+        headline = _goal_values(pairs[0], _kinds(pairs[0]))
+        for figure, v in over_streams(pairs).items():
+            one = headline[figure]["weighted"]
+            out.append({"name": f"{figure}_{version}_over_streams", "value": v["mean"], "unit": "x structured_only",
+                        "baseline_name": "the headline's one draw", "baseline_value": one, "ratio": v["mean"] / one,
+                        "goal": GOALS[figure], "meets_goal": bool(v["mean"] >= GOALS[figure]),
+                        "spread": [round(v["low"], 4), round(v["high"], 4)], "pairs": len(pairs),
+                        "streams": list(STREAMS)})
+    return out

@@ -105,6 +105,17 @@ def test_same_seed_same_search():
     assert set(a["arm"]) >= {"structured", "llm_guided"} and a["situation_id"].is_unique
 
 
+def test_another_stream_redraws_the_search_on_the_same_world_and_plan():
+    # bench_search re-draws the search this way to measure how much a figure owes to one draw
+    a, _, _ = search("failure_mutation", budget_rows=120)
+    again, _, _ = search("failure_mutation", budget_rows=120, stream=defaults.SEARCH_STREAM)
+    other, _, _ = search("failure_mutation", budget_rows=120, stream="search-2")
+    pd.testing.assert_frame_equal(a, again)
+    assert list(other["situation_id"]) != list(a["situation_id"])
+    planned = {s.situation_id for s in train_situations()}
+    assert planned & set(other["situation_id"]) and planned & set(a["situation_id"])  # the same plan under both
+
+
 def test_every_arm_writes_situations_that_round_trip():
     table, _, _ = search("failure_mutation", budget_rows=400, cell_target=99, patience=99)
     assert set(table["arm"]) == set(defaults.SEARCH_ARMS)
