@@ -31,7 +31,7 @@ injected instructions, long contexts and mixed languages, which only the rare ar
   random stream, `SearchSettings.stream`: the same worlds, plans and agents, other draws), the figure recomputed for
   every (weighted, structured-only) pair of streams, their mean with the lowest and highest (`spread`) beside the
   headline's one draw. A change to the search that moves a goal figure by less than the spread is not shown by one
-  draw (about 10 more minutes on 2 cores).
+  draw (about 11 more minutes on 2 cores).
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ from sim_pipeline.search.situations import build_situations
 from sim_pipeline.search.weights import WeightRule
 from sim_pipeline.situation import Situation
 from sim_pipeline.world.state import build_state
+from sim_pipeline_tests.rollout.small_run import seed_world
+from sim_pipeline_tests.world.conftest import write_pharmacy_pack
 
 DOMAIN = load_domain("retail")
 STATE = build_state(DOMAIN, 0)
@@ -57,8 +59,8 @@ def fake_runner(novel_arm=None, variant_arm=None):
     return run_batch
 
 
-def search(novel_arm=None, train=None, variant_arm=None, **kwargs):
-    ctx = SearchContext(DOMAIN, STATE, 0, train if train is not None else train_situations())
+def search(novel_arm=None, train=None, variant_arm=None, world=(DOMAIN, STATE), **kwargs):
+    ctx = SearchContext(*world, 0, train if train is not None else train_situations())
     return asyncio.run(run_search(ctx, fake_runner(novel_arm, variant_arm), SearchSettings(**kwargs)))
 
 
@@ -105,15 +107,17 @@ def test_same_seed_same_search():
     assert set(a["arm"]) >= {"structured", "llm_guided"} and a["situation_id"].is_unique
 
 
-def test_another_stream_redraws_the_search_on_the_same_world_and_plan():
-    # bench_search re-draws the search this way to measure how much a figure owes to one draw
-    a, _, _ = search("failure_mutation", budget_rows=120)
-    again, _, _ = search("failure_mutation", budget_rows=120, stream=defaults.SEARCH_STREAM)
-    other, _, _ = search("failure_mutation", budget_rows=120, stream="search-2")
-    pd.testing.assert_frame_equal(a, again)
-    assert list(other["situation_id"]) != list(a["situation_id"])
-    planned = {s.situation_id for s in train_situations()}
-    assert planned & set(other["situation_id"]) and planned & set(a["situation_id"])  # the same plan under both
+def test_another_stream_redraws_the_search_on_the_same_world_and_plan(tmp_path):
+    # bench_search re-draws the search this way to measure how much a figure owes to one draw; the pharmacy pack is
+    # written here in another hand (camelCase tools, RX-123456 ids)
+    for domain, state, situations in (seed_world(DOMAIN), seed_world(load_domain(write_pharmacy_pack(tmp_path)))):
+        train = [s for s in situations if s.split == "train"]
+        a, again, other = (search("failure_mutation", train, world=(domain, state), budget_rows=120, **stream)[0]
+                           for stream in ({}, {"stream": defaults.SEARCH_STREAM}, {"stream": "search-2"}))
+        pd.testing.assert_frame_equal(a, again)
+        assert list(other["situation_id"]) != list(a["situation_id"])
+        planned = {s.situation_id for s in train}
+        assert planned & set(other["situation_id"]) and planned & set(a["situation_id"])  # the same plan under both
 
 
 def test_every_arm_writes_situations_that_round_trip():
